@@ -1,0 +1,43 @@
+// Domain failures of the engine; app/ maps them to HTTP errors.
+
+export class UnknownModelError extends Error {
+  override name = "UnknownModelError";
+  constructor(readonly model: string) {
+    super(`Unknown model ${model}`);
+  }
+}
+
+/** Prompt + max_tokens do not fit in one sequence's context. */
+export class ContextOverflowError extends Error {
+  override name = "ContextOverflowError";
+  constructor(
+    readonly contextSize: number,
+    readonly promptTokens: number,
+    readonly maxTokens: number | undefined,
+  ) {
+    super(
+      maxTokens === undefined
+        ? `This model's maximum context length is ${contextSize} tokens. However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`
+        : `This model's maximum context length is ${contextSize} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+    );
+  }
+}
+
+/** The model's bounded queue is full, or the engine is draining. */
+export class QueueFullError extends Error {
+  override name = "QueueFullError";
+  constructor(readonly model: string) {
+    super(`The engine for model ${model} is overloaded: every sequence is busy and the queue is full.`);
+  }
+}
+
+/** n is larger than the model's parallel sequences. */
+export class TooManyChoicesError extends Error {
+  override name = "TooManyChoicesError";
+  constructor(
+    readonly n: number,
+    readonly parallel: number,
+  ) {
+    super(`n=${n} is more than this model's ${parallel} parallel sequences.`);
+  }
+}

@@ -1,0 +1,141 @@
+// The HTTP-edge error hierarchy and its one serialisation to OpenAI's {"error":{...}} body.
+
+export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error";
+
+export interface ErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+export interface ApiErrorOptions {
+  param?: string | null;
+  code?: string | null;
+  headers?: Record<string, string>;
+  cause?: unknown;
+}
+
+/** An error that knows its HTTP status and OpenAI body. Middleware and handlers throw these; app/ renders them. */
+export class ApiError extends Error {
+  readonly param: string | null;
+  readonly code: string | null;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    readonly status: number,
+    readonly type: string,
+    message: string,
+    options: ApiErrorOptions = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.param = options.param ?? null;
+    this.code = options.code ?? null;
+    this.headers = options.headers ?? {};
+  }
+
+  toBody(): ErrorBody {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** 400: the request was malformed or a parameter was invalid. */
+export class InvalidRequestError extends ApiError {
+  constructor(message: string, param: string | null = null, code: string | null = "invalid_request_error") {
+    super(400, "invalid_request_error", message, { param, code });
+  }
+}
+
+/** 400 with code context_length_exceeded (param messages), as OpenAI answers. */
+export class ContextLengthError extends ApiError {
+  constructor(message: string) {
+    super(400, "invalid_request_error", message, { param: "messages", code: "context_length_exceeded" });
+  }
+}
+
+/** 401: missing or invalid API key. The spec shows type invalid_request_error for this case. */
+export class InvalidApiKeyError extends ApiError {
+  constructor(message = "Incorrect API key provided. You can find your API keys in the Hearth dashboard.") {
+    super(401, "invalid_request_error", message, { code: "invalid_api_key" });
+  }
+}
+
+/** 401 on the admin API: the admin token is missing or wrong. */
+export class AdminAuthError extends ApiError {
+  constructor() {
+    super(401, "invalid_request_error", "Missing or invalid admin token.", { code: "invalid_admin_token" });
+  }
+}
+
+/** 404 for a model that does not exist or is not granted — one text for both, so there is no existence oracle. */
+export class ModelNotFoundError extends ApiError {
+  constructor(model: string) {
+    super(404, "invalid_request_error", `The model \`${model}\` does not exist or you do not have access to it.`, {
+      param: "model",
+      code: "model_not_found",
+    });
+  }
+}
+
+/** 404 for an unknown route or resource. */
+export class NotFoundError extends ApiError {
+  constructor(message: string, code: string | null = "not_found") {
+    super(404, "invalid_request_error", message, { code });
+  }
+}
+
+/** 409 for a duplicate resource on the admin API. */
+export class ConflictError extends ApiError {
+  constructor(message: string) {
+    super(409, "invalid_request_error", message, { code: "conflict" });
+  }
+}
+
+/** 413: request body larger than the configured limit. */
+export class PayloadTooLargeError extends ApiError {
+  constructor(limitBytes: number) {
+    super(413, "invalid_request_error", `Request body too large: the limit is ${limitBytes} bytes.`, {
+      code: "request_too_large",
+    });
+  }
+}
+
+/** 405: the route exists but not with this method. */
+export class MethodNotAllowedError extends ApiError {
+  constructor(method: string, path: string) {
+    super(405, "invalid_request_error", `Method ${method} is not allowed on ${path}.`, { code: "method_not_allowed" });
+  }
+}
+
+/** 503: the engine's queue is full or the service is draining. The client should retry after a short back-off. */
+export class EngineOverloadedError extends ApiError {
+  constructor(message = "The engine is currently overloaded, please try again later.", retryAfterSeconds = 1) {
+    super(503, "server_error", message, {
+      code: "engine_overloaded",
+      headers: { "retry-after": String(retryAfterSeconds), "retry-after-ms": String(retryAfterSeconds * 1000) },
+    });
+  }
+}
+
+/** 503 while models or the store are still loading. */
+export class NotReadyError extends ApiError {
+  constructor() {
+    super(503, "server_error", "The service is starting up, please try again shortly.", {
+      code: "engine_overloaded",
+      headers: { "retry-after": "1" },
+    });
+  }
+}
+
+/** 500 with a generic message; details only in the log. */
+export class InternalServerError extends ApiError {
+  constructor(cause?: unknown) {
+    super(500, "server_error", "The server had an error while processing your request. Sorry about that!", {
+      code: "server_error",
+      cause,
+    });
+  }
+}
+
+/** Any thrown value → ApiError; unknown errors become a generic 500. */
+export function toApiError(err: unknown): ApiError {
+  return err instanceof ApiError ? err : new InternalServerError(err);
+}
