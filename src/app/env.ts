@@ -1,0 +1,9 @@
+// The Hono environment shared by every sub-app: per-request variables set by middleware.
+import type { Principal } from "../auth/principal.js";
+
+export interface AppEnv {
+  Variables: {
+    requestId: string;
+    principal: Principal;
+  };
+}
