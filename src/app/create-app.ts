@@ -1,0 +1,68 @@
+// Builds the Hono app: middleware order, the /v1 and admin sub-apps, and the one error renderer.
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { createAdminApp } from "../admin/admin-app.js";
+import { chatCompletions } from "../api/chat-completions.js";
+import { listModels, retrieveModel } from "../api/models.js";
+import { requireApiKey } from "../auth/require-api-key.js";
+import {
+  ApiError,
+  MethodNotAllowedError,
+  NotFoundError,
+  PayloadTooLargeError,
+} from "../errors/api-error.js";
+import { mapDomainError } from "./error-mapping.js";
+import { requestId } from "../observability/request-id.js";
+import type { AppEnv } from "./env.js";
+import type { Services } from "./services.js";
+
+export function createApp(services: Services): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const { logger } = services;
+  const maxBodyBytes = services.config.server.maxBodyBytes;
+
+  app.use("*", requestId(logger));
+
+  app.get("/health", (c) => {
+    const ready = services.engine.isReady() && services.storeReady();
+    return c.json({ status: ready ? "ok" : "starting" }, ready ? 200 : 503);
+  });
+
+  const v1 = new Hono<AppEnv>();
+  v1.use(
+    "*",
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: () => {
+        throw new PayloadTooLargeError(maxBodyBytes);
+      },
+    }),
+  );
+  v1.use("*", requireApiKey(services.tenancy));
+  v1.post("/chat/completions", (c) => chatCompletions(c, services));
+  v1.get("/models", (c) => listModels(c, services));
+  v1.get("/models/:id{.+}", (c) => retrieveModel(c, services));
+  v1.all("/chat/completions", (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
+  app.route("/v1", v1);
+  app.route("/admin/v1", createAdminApp(services.tenancy, services.adminToken));
+
+  app.notFound((c) => {
+    const error = new NotFoundError(`Unknown request URL: ${c.req.method} ${c.req.path}.`, "unknown_url");
+    return c.json(error.toBody(), 404);
+  });
+
+  app.onError((err, c) => {
+    const apiError = mapDomainError(err);
+    if (apiError.status >= 500 && !(err instanceof ApiError)) {
+      logger.error({ err, requestId: c.get("requestId") }, "unhandled error");
+    }
+    for (const [name, value] of Object.entries(apiError.headers)) c.header(name, value);
+    c.header("x-request-id", c.get("requestId"));
+    return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
+  });
+
+  return app;
+}

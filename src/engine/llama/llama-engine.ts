@@ -1,0 +1,105 @@
+// The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
+import { getLlama, type Llama, type LlamaContext, type LlamaModel } from "node-llama-cpp";
+import { createPromptRenderer } from "../../chat/template.js";
+import type { ModelConfig } from "../../config/schema.js";
+import { UnknownModelError } from "../errors.js";
+import type { Engine, Generation, GenerationRequest, ModelInfo } from "../types.js";
+import { usableCores } from "./cpu.js";
+import { ModelRunner, sequenceOrderStrategy } from "./model-runner.js";
+
+/** ChatML, for a GGUF without a chat template (the format most small instruct models use). */
+const FALLBACK_TEMPLATE =
+  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+export interface LlamaEngineOptions {
+  models: ModelConfig[];
+  /** Resolves a model to its local .gguf path (fetching it on first use). */
+  resolveModelPath: (model: ModelConfig) => Promise<string>;
+  onModelLoaded?: (model: ModelConfig, path: string) => void;
+}
+
+interface LoadedModel {
+  config: ModelConfig;
+  model: LlamaModel;
+  context: LlamaContext;
+  runner: ModelRunner;
+}
+
+export class LlamaEngine implements Engine {
+  private readonly loaded = new Map<string, LoadedModel>();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private llama: Llama | undefined;
+  private ready = false;
+
+  constructor(private readonly options: LlamaEngineOptions) {}
+
+  /** Loads every model (fetching on first use); the engine reports ready when all are loaded. */
+  async start(): Promise<void> {
+    const cores = usableCores();
+    // Never the library's default thread count: it oversubscribes small machines (see engine notes).
+    this.llama = await getLlama({ gpu: false, build: "never", maxThreads: cores, logLevel: "error" as never });
+    for (const config of this.options.models) {
+      const path = await this.options.resolveModelPath(config);
+      const model = await this.llama.loadModel({ modelPath: path });
+      const threads = config.threads > 0 ? Math.min(config.threads, cores) : cores;
+      const context = await model.createContext({
+        sequences: config.parallel,
+        contextSize: config.contextSize,
+        batchSize: config.batchSize,
+        threads,
+        flashAttention: true,
+        batching: { itemPrioritizationStrategy: sequenceOrderStrategy as never },
+      });
+      const metadata = model.fileInfo.metadata.tokenizer;
+      const template = metadata?.chat_template ?? FALLBACK_TEMPLATE;
+      const renderer = createPromptRenderer({
+        template,
+        bosToken: model.tokens.bosString ?? "",
+        eosToken: model.tokens.eosString ?? "",
+      });
+      const runner = new ModelRunner({ config, model, context, renderer });
+      this.loaded.set(config.id, { config, model, context, runner });
+      this.options.onModelLoaded?.(config, path);
+    }
+    this.ready = true;
+  }
+
+  listModels(): ModelInfo[] {
+    return this.options.models.map((m) => ({ id: m.id, contextSize: m.contextSize, created: this.created }));
+  }
+
+  isReady(): boolean {
+    return this.ready;
+  }
+
+  runner(modelId: string): ModelRunner {
+    const loaded = this.loaded.get(modelId);
+    if (loaded === undefined) throw new UnknownModelError(modelId);
+    return loaded.runner;
+  }
+
+  /** The loaded runners, for the benchmark and the batching tests. */
+  runners(): ModelRunner[] {
+    return [...this.loaded.values()].map((m) => m.runner);
+  }
+
+  async generate(request: GenerationRequest): Promise<Generation> {
+    return this.runner(request.model).submit(request);
+  }
+
+  /** Stops admitting and waits for running requests to finish. */
+  async drain(): Promise<void> {
+    await Promise.all([...this.loaded.values()].map((m) => m.runner.drain()));
+  }
+
+  async dispose(): Promise<void> {
+    this.ready = false;
+    for (const loaded of this.loaded.values()) {
+      await loaded.runner.dispose();
+      await loaded.context.dispose();
+      await loaded.model.dispose();
+    }
+    this.loaded.clear();
+    await this.llama?.dispose();
+  }
+}

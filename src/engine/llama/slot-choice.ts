@@ -1,0 +1,51 @@
+// Which free sequences a request leases: the longest same-scope cached prefix first, then the lowest ids.
+
+export interface SlotView {
+  id: number;
+  busy: boolean;
+  /** Tokens held in the sequence's KV cache. */
+  tokens: readonly number[];
+  /** Cache scope (organization) that put them there. */
+  scope: string | undefined;
+}
+
+export interface SlotChoice {
+  /** The slot that evaluates the prompt; the others receive a copy of its state. */
+  primary: number;
+  others: number[];
+  /** Prompt tokens already in the primary slot (never the whole prompt: the last token is always evaluated). */
+  reusable: number;
+}
+
+export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
+  const max = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < max && a[i] === b[i]) i++;
+  return i;
+}
+
+/** Returns undefined when fewer than `count` slots are free. Pure: the caller marks the slots busy. */
+export function chooseSlots(
+  slots: readonly SlotView[],
+  prompt: readonly number[],
+  scope: string,
+  count: number,
+): SlotChoice | undefined {
+  const free = slots.filter((s) => !s.busy).sort((a, b) => a.id - b.id);
+  if (free.length < count) return undefined;
+  let primary = free[0] as SlotView;
+  let best = 0;
+  for (const slot of free) {
+    if (slot.scope !== scope) continue;
+    const shared = Math.min(commonPrefixLength(slot.tokens, prompt), prompt.length - 1);
+    if (shared > best) {
+      best = shared;
+      primary = slot;
+    }
+  }
+  const others = free
+    .filter((s) => s.id !== primary.id)
+    .slice(0, count - 1)
+    .map((s) => s.id);
+  return { primary: primary.id, others, reusable: best };
+}
