@@ -1,0 +1,124 @@
+// Response wire shapes of the OpenAI surface (completion, chunk, usage, model list) and their small pure builders.
+import { randomBytes } from "node:crypto";
+import type { FinishReason, UsageCounts } from "../engine/types.js";
+
+/** `tool_calls` is planned (issue 4); the engine reports only stop and length today. */
+export type WireFinishReason = FinishReason | "tool_calls";
+
+export interface Usage {
+  prompt_tokens: number;
+  /** Includes reasoning tokens. */
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number };
+  completion_tokens_details: { reasoning_tokens: number };
+}
+
+export interface ToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export interface ResponseMessage {
+  role: "assistant";
+  /** null only when the message carries tool_calls. */
+  content: string | null;
+  /** OpenAI always sends the field; Hearth never refuses, so it is always null. */
+  refusal: null;
+  /** Only when reasoning is enabled; never inside content. */
+  reasoning?: string;
+  tool_calls?: ToolCall[];
+}
+
+export interface Choice {
+  index: number;
+  message: ResponseMessage;
+  logprobs: null;
+  finish_reason: WireFinishReason;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  system_fingerprint: null;
+  choices: Choice[];
+  usage: Usage;
+}
+
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function?: { name?: string; arguments?: string };
+}
+
+/** First chunk of a choice: role; then content (or reasoning) fragments; the finishing chunk's delta is empty. */
+export interface ChunkDelta {
+  role?: "assistant";
+  content?: string;
+  reasoning?: string;
+  tool_calls?: ToolCallDelta[];
+}
+
+export interface ChunkChoice {
+  index: number;
+  delta: ChunkDelta;
+  logprobs: null;
+  /** null on every chunk but the last of its choice. */
+  finish_reason: WireFinishReason | null;
+}
+
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  system_fingerprint: null;
+  /** Empty in the final usage chunk. */
+  choices: ChunkChoice[];
+  /** Only with stream_options.include_usage: null on every chunk except the final usage chunk. */
+  usage?: Usage | null;
+}
+
+export interface Model {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+  /** Hearth's addition: tokens per sequence, so clients can budget prompt + max_tokens. */
+  context_length: number;
+}
+
+export interface ModelList {
+  object: "list";
+  data: Model[];
+}
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const ID_CHARS = 29;
+
+/** `chatcmpl-` plus 29 random base62 characters, the length OpenAI's ids have. */
+export function completionId(): string {
+  let id = "chatcmpl-";
+  while (id.length < 9 + ID_CHARS) {
+    for (const byte of randomBytes(ID_CHARS)) {
+      // 248 = 4 × 62: bytes above it are skipped so every character is equally likely.
+      if (byte < 248 && id.length < 9 + ID_CHARS) id += BASE62[byte % 62];
+    }
+  }
+  return id;
+}
+
+/** Engine counts → wire usage. Reasoning tokens stay 0 until the reasoning splitter (issue 4) counts them. */
+export function toUsage(counts: UsageCounts): Usage {
+  return {
+    prompt_tokens: counts.promptTokens,
+    completion_tokens: counts.completionTokens,
+    total_tokens: counts.promptTokens + counts.completionTokens,
+    prompt_tokens_details: { cached_tokens: counts.cachedTokens },
+    completion_tokens_details: { reasoning_tokens: 0 },
+  };
+}
