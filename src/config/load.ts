@@ -77,6 +77,11 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     ids.add(m.id);
   }
 
+  const keySecret = env.HEARTH_KEY_SECRET || undefined;
+  if (keySecret !== undefined && !/^[0-9a-fA-F]{64}$/.test(keySecret)) {
+    throw new ConfigError("HEARTH_KEY_SECRET must be 64 hex characters (32 bytes), like a key-secret file.");
+  }
+
   return {
     server,
     models,
@@ -85,6 +90,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     redisUrl: env.HEARTH_REDIS_URL || undefined,
     modelsDir: resolve(env.HEARTH_MODELS_DIR || join(homedir(), ".cache", "hearth", "models")),
     adminToken: env.HEARTH_ADMIN_TOKEN || undefined,
+    keySecret,
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",
   };

@@ -68,6 +68,9 @@ export interface HearthConfig {
   redisUrl: string | undefined;
   modelsDir: string;
   adminToken: string | undefined;
+  /** HEARTH_KEY_SECRET: 64 hex chars that API keys are HMAC'd with; else <dataDir>/key-secret is used. */
+  // Optional so configs built by hand (tests, other tools) need not name it.
+  keySecret?: string | undefined;
   /** Where the CLI finds a running server. */
   serverUrl: string;
   logLevel: string;

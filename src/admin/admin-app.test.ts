@@ -1,0 +1,250 @@
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { AppEnv } from "../app/env.js";
+import { toApiError } from "../errors/api-error.js";
+import { openStore, type Store } from "../store/open-store.js";
+import { TenancyService } from "../tenancy/tenancy-service.js";
+import { createAdminApp } from "./admin-app.js";
+import { loadOrCreateAdminToken, readAdminToken } from "./admin-token.js";
+
+const ADMIN_TOKEN = "hearth-admin-test-token";
+const MODELS = ["tiny", "small", "vendor/big"];
+
+let dir: string;
+let store: Store;
+let tenancy: TenancyService;
+let app: Hono<AppEnv>;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "hearth-admin-"));
+  store = await openStore({ dataDir: dir });
+  tenancy = new TenancyService(store.db, { keySecret: Buffer.alloc(32, 3), modelIds: MODELS });
+  app = new Hono<AppEnv>();
+  app.route("/admin/v1", createAdminApp(tenancy, ADMIN_TOKEN));
+  app.onError((err, c) => {
+    const apiError = toApiError(err);
+    return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
+  });
+});
+
+afterAll(async () => {
+  await store?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface ErrorJson {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+// Response bodies are checked field by field in the tests.
+// biome-ignore lint/suspicious/noExplicitAny: see above
+type Json = any;
+
+async function admin(
+  method: string,
+  path: string,
+  body?: unknown,
+  token: string | null = ADMIN_TOKEN,
+): Promise<{ status: number; json: Json }> {
+  const headers: Record<string, string> = {};
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  let payload: string | undefined;
+  if (body !== undefined) {
+    headers["content-type"] = "application/json";
+    payload = typeof body === "string" ? body : JSON.stringify(body);
+  }
+  const res = await app.request(`/admin/v1${path}`, {
+    method,
+    headers,
+    ...(payload === undefined ? {} : { body: payload }),
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+function expectError(
+  result: { status: number; json: ErrorJson },
+  status: number,
+  code: string,
+  param: string | null = null,
+) {
+  expect(result.status).toBe(status);
+  expect(result.json.error.code).toBe(code);
+  expect(result.json.error.param).toBe(param);
+  expect(typeof result.json.error.message).toBe("string");
+}
+
+describe("admin authentication", () => {
+  it("refuses requests without the admin token", async () => {
+    expectError(await admin("GET", "/orgs", undefined, null), 401, "invalid_admin_token");
+    expectError(await admin("GET", "/orgs", undefined, "wrong"), 401, "invalid_admin_token");
+    expectError(await admin("GET", "/orgs", undefined, `${ADMIN_TOKEN}x`), 401, "invalid_admin_token");
+    const res = await app.request("/admin/v1/orgs", { headers: { authorization: `Basic ${ADMIN_TOKEN}` } });
+    expect(res.status).toBe(401);
+    // Also for writes: nothing may be created without the token.
+    expectError(await admin("POST", "/orgs", { name: "sneaky" }, "wrong"), 401, "invalid_admin_token");
+    expect(await tenancy.getOrgByName("sneaky")).toBeNull();
+  });
+
+  it("never accepts an API key in place of the admin token", async () => {
+    await tenancy.createOrg("keyholder", ["tiny"]);
+    const key = await tenancy.createKey("keyholder");
+    expect(await tenancy.verifyKey(key.key)).not.toBeNull();
+    expectError(await admin("GET", "/orgs", undefined, key.key), 401, "invalid_admin_token");
+  });
+
+  it("accepts the admin token", async () => {
+    expect((await admin("GET", "/orgs")).status).toBe(200);
+  });
+});
+
+describe("organizations and grants", () => {
+  it("creates and lists organizations", async () => {
+    const created = await admin("POST", "/orgs", { name: "acme", models: ["tiny", "small"] });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({
+      object: "organization",
+      name: "acme",
+      models: ["small", "tiny"],
+      rpm: null,
+    });
+    expect(created.json.id).toMatch(/^org_/);
+    expect(Date.parse(created.json.created_at)).not.toBeNaN();
+
+    const list = await admin("GET", "/orgs");
+    expect(list.json.object).toBe("list");
+    expect(list.json.data.map((o: { name: string }) => o.name)).toEqual(["acme", "keyholder"]);
+    expect((await admin("GET", "/orgs/acme")).json.models).toEqual(["small", "tiny"]);
+    expectError(await admin("GET", "/orgs/nope"), 404, "org_not_found");
+  });
+
+  it("answers 409 for a duplicate name", async () => {
+    expectError(await admin("POST", "/orgs", { name: "acme" }), 409, "conflict");
+  });
+
+  it("validates bodies with the offending param", async () => {
+    expectError(await admin("POST", "/orgs", {}), 400, "invalid_request_error", "name");
+    expect((await admin("POST", "/orgs", {})).json.error.message).toBe("Missing required parameter: 'name'.");
+    expectError(await admin("POST", "/orgs", { name: 5 }), 400, "invalid_request_error", "name");
+    expectError(
+      await admin("POST", "/orgs", { name: "x", models: [1] }),
+      400,
+      "invalid_request_error",
+      "models[0]",
+    );
+    expectError(
+      await admin("POST", "/orgs", { name: "x", extra: true }),
+      400,
+      "invalid_request_error",
+      "extra",
+    );
+    expectError(await admin("POST", "/orgs", "{not json"), 400, "invalid_request_error", null);
+    expectError(await admin("POST", "/orgs", { name: "bad name" }), 400, "invalid_request_error", "name");
+    expectError(
+      await admin("POST", "/orgs", { name: "x", models: ["huge"] }),
+      400,
+      "unknown_model",
+      "models",
+    );
+    expect(await tenancy.getOrgByName("x")).toBeNull();
+  });
+
+  it("grants and revokes models", async () => {
+    const granted = await admin("POST", "/orgs/acme/grants", { model: "vendor/big" });
+    expect(granted.status).toBe(200);
+    expect(granted.json.models).toEqual(["small", "tiny", "vendor/big"]);
+
+    const revoked = await admin("DELETE", `/orgs/acme/grants/${encodeURIComponent("vendor/big")}`);
+    expect(revoked.status).toBe(200);
+    expect(revoked.json.models).toEqual(["small", "tiny"]);
+    await admin("POST", "/orgs/acme/grants", { model: "vendor/big" });
+    expect((await admin("DELETE", "/orgs/acme/grants/vendor/big")).json.models).toEqual(["small", "tiny"]);
+    expect((await admin("DELETE", "/orgs/acme/grants/tiny")).json.models).toEqual(["small"]);
+    const acme = await tenancy.getOrgByName("acme");
+    expect(await tenancy.allowedModels(acme?.id ?? "")).toEqual(new Set(["small"]));
+  });
+
+  it("maps grant failures to 400 and 404", async () => {
+    expectError(await admin("POST", "/orgs/acme/grants", { model: "huge" }), 400, "unknown_model", "model");
+    expectError(await admin("POST", "/orgs/acme/grants", {}), 400, "invalid_request_error", "model");
+    expectError(await admin("POST", "/orgs/nope/grants", { model: "tiny" }), 404, "org_not_found");
+    expectError(await admin("DELETE", "/orgs/acme/grants/tiny"), 404, "grant_not_found");
+    expectError(await admin("DELETE", "/orgs/nope/grants/tiny"), 404, "org_not_found");
+  });
+});
+
+describe("keys", () => {
+  it("creates a key once, lists it without the secret, and revokes it", async () => {
+    const created = await admin("POST", "/orgs/acme/keys", { name: "ci", expires_in: 3600 });
+    expect(created.status).toBe(201);
+    const key: string = created.json.key;
+    expect(key).toMatch(/^sk-[0-9A-Za-z]{43}$/);
+    expect(created.json).toMatchObject({ object: "api_key", name: "ci", org: "acme", revoked_at: null });
+    expect(created.json.id).toMatch(/^key_/);
+    const expiresIn = Date.parse(created.json.expires_at) - Date.parse(created.json.created_at);
+    expect(expiresIn).toBeGreaterThan(3590_000);
+    expect(expiresIn).toBeLessThan(3610_000);
+    expect((await tenancy.verifyKey(key))?.orgName).toBe("acme");
+
+    const noBody = await app.request("/admin/v1/orgs/acme/keys", {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    expect(noBody.status).toBe(201);
+
+    const list = await admin("GET", "/orgs/acme/keys");
+    expect(list.status).toBe(200);
+    expect(list.json.data).toHaveLength(2);
+    const text = JSON.stringify(list.json);
+    expect(text).not.toContain(key);
+    expect(text).not.toContain(key.slice(7, -4));
+    expect(list.json.data[0]).not.toHaveProperty("key");
+    expect(list.json.data[0]).not.toHaveProperty("hash");
+    expect(list.json.data[0].display).toBe(`${key.slice(0, 7)}...${key.slice(-4)}`);
+
+    const revoked = await admin("DELETE", `/keys/${created.json.id}`);
+    expect(revoked.status).toBe(200);
+    expect(revoked.json.revoked_at).not.toBeNull();
+    expect(await tenancy.verifyKey(key)).toBeNull();
+  });
+
+  it("maps key failures to 400 and 404", async () => {
+    expectError(await admin("POST", "/orgs/nope/keys", {}), 404, "org_not_found");
+    expectError(await admin("GET", "/orgs/nope/keys"), 404, "org_not_found");
+    expectError(await admin("DELETE", "/keys/key_missing"), 404, "key_not_found");
+    expectError(
+      await admin("POST", "/orgs/acme/keys", { expires_in: -5 }),
+      400,
+      "invalid_request_error",
+      "expires_in",
+    );
+    expectError(
+      await admin("POST", "/orgs/acme/keys", { expires_in: 1.5 }),
+      400,
+      "invalid_request_error",
+      "expires_in",
+    );
+    expectError(
+      await admin("POST", "/orgs/acme/keys", { name: "x".repeat(200) }),
+      400,
+      "invalid_request_error",
+      "name",
+    );
+  });
+});
+
+describe("admin token file", () => {
+  it("is created once with mode 0600 unless HEARTH_ADMIN_TOKEN is set", () => {
+    const dataDir = join(dir, "token-test");
+    expect(readAdminToken({ dataDir, adminToken: undefined })).toBeUndefined();
+    const token = loadOrCreateAdminToken({ dataDir, adminToken: undefined });
+    expect(token.length).toBeGreaterThanOrEqual(40);
+    expect(statSync(join(dataDir, "admin-token")).mode & 0o777).toBe(0o600);
+    expect(loadOrCreateAdminToken({ dataDir, adminToken: undefined })).toBe(token);
+    expect(readAdminToken({ dataDir, adminToken: undefined })).toBe(token);
+    expect(loadOrCreateAdminToken({ dataDir, adminToken: "from-env" })).toBe("from-env");
+  });
+});

@@ -1,0 +1,166 @@
+// The admin API (/admin/v1) used by the CLI and the dashboard: orgs, grants and keys behind the admin token.
+import type { Context, MiddlewareHandler } from "hono";
+import { Hono } from "hono";
+import type { z } from "zod";
+import type { AppEnv } from "../app/env.js";
+import { bearerCredential } from "../auth/require-api-key.js";
+import {
+  AdminAuthError,
+  type ApiError,
+  ConflictError,
+  InvalidRequestError,
+  NotFoundError,
+} from "../errors/api-error.js";
+import {
+  DuplicateOrgError,
+  GrantNotFoundError,
+  KeyNotFoundError,
+  OrgNotFoundError,
+  TenancyValidationError,
+  UnknownModelIdError,
+} from "../tenancy/errors.js";
+import type { TenancyService } from "../tenancy/tenancy-service.js";
+import { adminTokenMatches } from "./admin-token.js";
+import {
+  createdKeyWire,
+  createKeyBodySchema,
+  createOrgBodySchema,
+  grantBodySchema,
+  keyWire,
+  listWire,
+  orgWire,
+} from "./wire.js";
+
+/** Only the admin token opens these routes; an API key, however valid, is just a wrong token here. */
+export function requireAdminToken(adminToken: string): MiddlewareHandler<AppEnv> {
+  return async function requireAdminToken(c, next) {
+    const presented = bearerCredential(c.req.header("authorization"));
+    if (presented === undefined || !adminTokenMatches(adminToken, presented)) throw new AdminAuthError();
+    await next();
+  };
+}
+
+export function createAdminApp(tenancy: TenancyService, adminToken: string): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use("*", requireAdminToken(adminToken));
+
+  app.get("/orgs", async (c) => {
+    const orgs = await tenancy.listOrgs();
+    return c.json(listWire(orgs.map(orgWire)));
+  });
+
+  app.post("/orgs", async (c) => {
+    const body = await parseBody(c, createOrgBodySchema);
+    const org = await domain(() => tenancy.createOrg(body.name, body.models ?? []), { model: "models" });
+    return c.json(orgWire(org), 201);
+  });
+
+  app.get("/orgs/:name", async (c) => {
+    const name = c.req.param("name");
+    const org = await tenancy.getOrgByName(name);
+    if (org === null) throw toAdminApiError(new OrgNotFoundError(name));
+    return c.json(orgWire(org));
+  });
+
+  app.post("/orgs/:name/grants", async (c) => {
+    const body = await parseBody(c, grantBodySchema);
+    const org = await domain(() => tenancy.grantModel(c.req.param("name"), body.model));
+    return c.json(orgWire(org));
+  });
+
+  // Model ids may contain "/" (e.g. "org/model"); the greedy pattern accepts them encoded or not.
+  app.delete("/orgs/:name/grants/:model{.+}", async (c) => {
+    const org = await domain(() => tenancy.revokeModel(c.req.param("name"), c.req.param("model")));
+    return c.json(orgWire(org));
+  });
+
+  app.get("/orgs/:name/keys", async (c) => {
+    const keys = await domain(() => tenancy.listKeys(c.req.param("name")));
+    return c.json(listWire(keys.map(keyWire)));
+  });
+
+  app.post("/orgs/:name/keys", async (c) => {
+    const body = await parseBody(c, createKeyBodySchema);
+    const expiresAt =
+      body.expires_in === undefined ? undefined : new Date(Date.now() + body.expires_in * 1000);
+    const created = await domain(() =>
+      tenancy.createKey(c.req.param("name"), { name: body.name, expiresAt }),
+    );
+    return c.json(createdKeyWire(created), 201);
+  });
+
+  app.delete("/keys/:id", async (c) => {
+    const key = await domain(() => tenancy.revokeKey(c.req.param("id")));
+    return c.json(keyWire(key));
+  });
+
+  return app;
+}
+
+/** Parses a JSON body (an empty body counts as `{}`) with `schema`; 400 with the offending `param` otherwise. */
+async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
+  const text = await c.req.text();
+  let raw: unknown = {};
+  if (text.trim() !== "") {
+    try {
+      raw = JSON.parse(text);
+    } catch {
+      throw new InvalidRequestError(
+        "We could not parse the JSON body of your request. The admin API expects a JSON object.",
+      );
+    }
+  }
+  const parsed = schema.safeParse(raw, { reportInput: true });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  if (issue === undefined) throw new InvalidRequestError("Invalid request body.");
+  const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0] ?? ""] : issue.path;
+  const param = formatParam(path);
+  if (issue.code === "unrecognized_keys")
+    throw new InvalidRequestError(`Unrecognized request argument supplied: ${param}`, param);
+  if (issue.code === "invalid_type" && issue.input === undefined && param !== null) {
+    throw new InvalidRequestError(`Missing required parameter: '${param}'.`, param);
+  }
+  throw new InvalidRequestError(
+    param === null
+      ? `Invalid request body: ${issue.message}`
+      : `Invalid value for '${param}': ${issue.message}`,
+    param,
+  );
+}
+
+/** ["models", 0, "x"] → "models[0].x"; [] → null. */
+function formatParam(path: readonly PropertyKey[]): string | null {
+  let out = "";
+  for (const part of path) {
+    if (typeof part === "number") out += `[${part}]`;
+    else out += out === "" ? String(part) : `.${String(part)}`;
+  }
+  return out === "" ? null : out;
+}
+
+interface ParamNames {
+  /** The request field that carried a model id ("model" for a grant, "models" for a new org). */
+  model?: string;
+}
+
+/** Runs a tenancy call and turns its expected failures into the admin API's HTTP errors. */
+async function domain<T>(call: () => Promise<T>, params: ParamNames = {}): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw toAdminApiError(err, params);
+  }
+}
+
+export function toAdminApiError(err: unknown, params: ParamNames = {}): ApiError | unknown {
+  if (err instanceof OrgNotFoundError) return new NotFoundError(err.message, "org_not_found");
+  if (err instanceof KeyNotFoundError) return new NotFoundError(err.message, "key_not_found");
+  if (err instanceof GrantNotFoundError) return new NotFoundError(err.message, "grant_not_found");
+  if (err instanceof DuplicateOrgError) return new ConflictError(err.message);
+  if (err instanceof UnknownModelIdError) {
+    return new InvalidRequestError(err.message, params.model ?? "model", "unknown_model");
+  }
+  if (err instanceof TenancyValidationError) return new InvalidRequestError(err.message, err.field);
+  return err;
+}

@@ -1,0 +1,34 @@
+// The operator's admin token: HEARTH_ADMIN_TOKEN, or <dataDir>/admin-token (0600) created on the server's first start.
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { join } from "node:path";
+import { readOrCreateSecretFile, readSecretFile } from "../auth/secret-file.js";
+import type { HearthConfig } from "../config/schema.js";
+import { base62 } from "../store/ids.js";
+
+export const ADMIN_TOKEN_FILE = "admin-token";
+// A distinct prefix, so an admin token pasted where an API key belongs (or the reverse) is obvious to a person.
+const ADMIN_TOKEN_PREFIX = "hearth-admin-";
+
+export function adminTokenPath(config: Pick<HearthConfig, "dataDir">): string {
+  return join(config.dataDir, ADMIN_TOKEN_FILE);
+}
+
+/** For the server: the configured token, or the data dir's token file, created on first start. */
+export function loadOrCreateAdminToken(config: Pick<HearthConfig, "dataDir" | "adminToken">): string {
+  return (
+    config.adminToken ??
+    readOrCreateSecretFile(adminTokenPath(config), () => ADMIN_TOKEN_PREFIX + base62(randomBytes(32)))
+  );
+}
+
+/** For the CLI: the configured token or the data dir's token file; never creates one. */
+export function readAdminToken(config: Pick<HearthConfig, "dataDir" | "adminToken">): string | undefined {
+  return config.adminToken ?? readSecretFile(adminTokenPath(config));
+}
+
+/** Constant-time comparison; hashing first gives equal lengths, so not even the token's length leaks. */
+export function adminTokenMatches(expected: string, presented: string): boolean {
+  const a = createHash("sha256").update(expected, "utf8").digest();
+  const b = createHash("sha256").update(presented, "utf8").digest();
+  return timingSafeEqual(a, b);
+}

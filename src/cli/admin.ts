@@ -1,0 +1,269 @@
+// `hearth keys …` and `hearth orgs …`: thin clients of the running server's admin API.
+import { type Command, InvalidArgumentError } from "commander";
+import { adminTokenPath, readAdminToken } from "../admin/admin-token.js";
+import type { CreatedKeyWire, KeyWire, ListWire, OrgWire } from "../admin/wire.js";
+import type { HearthConfig } from "../config/schema.js";
+
+export interface AdminCommandsOptions {
+  /** For tests: where requests go (default: the global fetch). */
+  fetch?: typeof fetch;
+  stdout?: (text: string) => void;
+  stderr?: (text: string) => void;
+  /** Called with 1 after an error was printed (default: sets process.exitCode). */
+  setExitCode?: (code: number) => void;
+}
+
+/** A failure already worded for the operator; printed as `hearth: <message>`. */
+export class AdminCliError extends Error {
+  override name = "AdminCliError";
+}
+
+interface Io {
+  out(line: string): void;
+  err(line: string): void;
+  setExitCode(code: number): void;
+}
+
+export function registerAdminCommands(
+  program: Command,
+  loadConfig: () => HearthConfig,
+  options: AdminCommandsOptions = {},
+): void {
+  const io: Io = {
+    out: (line) => (options.stdout ?? ((t) => process.stdout.write(t)))(`${line}\n`),
+    err: (line) => (options.stderr ?? ((t) => process.stderr.write(t)))(`${line}\n`),
+    setExitCode:
+      options.setExitCode ??
+      ((code) => {
+        process.exitCode = code;
+      }),
+  };
+  const fetchImpl = options.fetch ?? globalThis.fetch;
+
+  // Every action: build a client, run, and turn any failure into one line on stderr and exit code 1.
+  const run =
+    <A extends unknown[]>(action: (client: AdminClient, ...args: A) => Promise<void>) =>
+    async (...args: A): Promise<void> => {
+      try {
+        const client = new AdminClient(loadConfig(), fetchImpl);
+        await action(client, ...args);
+      } catch (err) {
+        io.err(`hearth: ${err instanceof Error ? err.message : String(err)}`);
+        io.setExitCode(1);
+      }
+    };
+
+  const keys = program
+    .command("keys")
+    .description("create, list and revoke API keys (needs a running server)");
+
+  keys
+    .command("create")
+    .description("create an API key; the secret is printed once, as the last line")
+    .requiredOption("--org <name>", "organization the key belongs to")
+    .option("--name <label>", "a label to recognise the key by")
+    .option("--expires-in <seconds>", "the key stops working after this many seconds", positiveInteger)
+    .option("--json", "print one JSON object instead")
+    .action(
+      run(async (client, opts: { org: string; name?: string; expiresIn?: number; json?: boolean }) => {
+        const body: Record<string, unknown> = {};
+        if (opts.name !== undefined) body.name = opts.name;
+        if (opts.expiresIn !== undefined) body.expires_in = opts.expiresIn;
+        const created = await client.request<CreatedKeyWire>("POST", `/orgs/${seg(opts.org)}/keys`, body);
+        if (opts.json === true) return io.out(JSON.stringify(created, null, 2));
+        const label = created.name === null ? "" : ` "${created.name}"`;
+        const expiry = created.expires_at === null ? "" : `, expires ${created.expires_at}`;
+        io.out(`Created API key${label} ${created.id} for organization "${created.org}"${expiry}.`);
+        io.out("The key is shown only now; store it somewhere safe:");
+        io.out(created.key);
+      }),
+    );
+
+  keys
+    .command("list")
+    .description("list an organization's keys (never their secrets)")
+    .requiredOption("--org <name>", "organization")
+    .option("--json", "print a JSON array")
+    .action(
+      run(async (client, opts: { org: string; json?: boolean }) => {
+        const list = await client.request<ListWire<KeyWire>>("GET", `/orgs/${seg(opts.org)}/keys`);
+        if (opts.json === true) return io.out(JSON.stringify(list.data, null, 2));
+        if (list.data.length === 0) return io.out(`Organization "${opts.org}" has no API keys.`);
+        const rows = list.data.map((k) => [
+          k.id,
+          k.name ?? "",
+          k.display,
+          day(k.created_at),
+          k.last_used_at === null ? "never" : day(k.last_used_at),
+          keyStatus(k),
+        ]);
+        for (const line of table(["ID", "NAME", "KEY", "CREATED", "LAST USED", "STATUS"], rows)) io.out(line);
+      }),
+    );
+
+  keys
+    .command("revoke")
+    .description("revoke an API key; it stops working within a second")
+    .argument("<id>", "key id (key_…)")
+    .action(
+      run(async (client, id: string) => {
+        const key = await client.request<KeyWire>("DELETE", `/keys/${seg(id)}`);
+        io.out(`Revoked API key ${key.id} (${key.display}) of organization "${key.org}".`);
+      }),
+    );
+
+  const orgs = program
+    .command("orgs")
+    .description("manage organizations and their models (needs a running server)");
+
+  orgs
+    .command("create")
+    .description("create an organization")
+    .argument("<name>", "organization name")
+    .option("--models <ids>", "comma-separated model ids to grant", commaList)
+    .option("--json", "print one JSON object instead")
+    .action(
+      run(async (client, name: string, opts: { models?: string[]; json?: boolean }) => {
+        const org = await client.request<OrgWire>("POST", "/orgs", { name, models: opts.models ?? [] });
+        if (opts.json === true) return io.out(JSON.stringify(org, null, 2));
+        io.out(`Created organization "${org.name}" (${org.id}) with models: ${modelList(org.models)}.`);
+      }),
+    );
+
+  orgs
+    .command("list")
+    .description("list organizations and their models")
+    .option("--json", "print a JSON array")
+    .action(
+      run(async (client, opts: { json?: boolean }) => {
+        const list = await client.request<ListWire<OrgWire>>("GET", "/orgs");
+        if (opts.json === true) return io.out(JSON.stringify(list.data, null, 2));
+        if (list.data.length === 0) return io.out("No organizations.");
+        const rows = list.data.map((o) => [o.name, o.id, modelList(o.models), day(o.created_at)]);
+        for (const line of table(["NAME", "ID", "MODELS", "CREATED"], rows)) io.out(line);
+      }),
+    );
+
+  orgs
+    .command("grant")
+    .description("let an organization use a model")
+    .argument("<name>", "organization name")
+    .argument("<model>", "model id")
+    .action(
+      run(async (client, name: string, model: string) => {
+        const org = await client.request<OrgWire>("POST", `/orgs/${seg(name)}/grants`, { model });
+        io.out(`Granted "${model}" to organization "${org.name}"; its models: ${modelList(org.models)}.`);
+      }),
+    );
+
+  orgs
+    .command("revoke")
+    .description("stop an organization from using a model")
+    .argument("<name>", "organization name")
+    .argument("<model>", "model id")
+    .action(
+      run(async (client, name: string, model: string) => {
+        const org = await client.request<OrgWire>("DELETE", `/orgs/${seg(name)}/grants/${seg(model)}`);
+        io.out(`Revoked "${model}" from organization "${org.name}"; its models: ${modelList(org.models)}.`);
+      }),
+    );
+}
+
+/** The admin API over HTTP with the admin token; failures become AdminCliErrors with the server's message. */
+class AdminClient {
+  private readonly baseUrl: string;
+  private readonly serverUrl: string;
+
+  constructor(
+    private readonly config: HearthConfig,
+    private readonly fetchImpl: typeof fetch,
+  ) {
+    this.serverUrl = config.serverUrl.replace(/\/+$/, "");
+    this.baseUrl = `${this.serverUrl}/admin/v1`;
+  }
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const token = readAdminToken(this.config);
+    if (token === undefined) {
+      throw new AdminCliError(
+        `no admin token: set HEARTH_ADMIN_TOKEN, or run where the server's data dir is (${adminTokenPath(this.config)} not found; set HEARTH_DATA_DIR)`,
+      );
+    }
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, accept: "application/json" };
+    if (body !== undefined) headers["content-type"] = "application/json";
+    let response: Response;
+    try {
+      response = await this.fetchImpl(this.baseUrl + path, {
+        method,
+        headers,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    } catch {
+      throw new AdminCliError(
+        `cannot reach the Hearth server at ${this.serverUrl} (is it running? set HEARTH_URL)`,
+      );
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (!response.ok)
+      throw new AdminCliError(errorMessage(parsed) ?? `the server answered HTTP ${response.status}`);
+    if (parsed === undefined)
+      throw new AdminCliError(`the server sent an unexpected answer (HTTP ${response.status})`);
+    return parsed as T;
+  }
+}
+
+function errorMessage(body: unknown): string | undefined {
+  if (typeof body !== "object" || body === null || !("error" in body)) return undefined;
+  const error = body.error;
+  if (typeof error !== "object" || error === null || !("message" in error)) return undefined;
+  return typeof error.message === "string" ? error.message : undefined;
+}
+
+/** One path segment; encoding also keeps a "/" in a model id inside its segment. */
+function seg(value: string): string {
+  return encodeURIComponent(value);
+}
+
+function positiveInteger(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new InvalidArgumentError("expected a positive whole number of seconds");
+  return n;
+}
+
+function commaList(value: string): string[] {
+  return value
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+function modelList(models: string[]): string {
+  return models.length === 0 ? "(none)" : models.join(", ");
+}
+
+function day(iso: string): string {
+  return iso.slice(0, 19).replace("T", " ");
+}
+
+function keyStatus(key: KeyWire): string {
+  if (key.revoked_at !== null) return "revoked";
+  if (key.expires_at !== null && Date.parse(key.expires_at) <= Date.now()) return "expired";
+  return key.expires_at === null ? "active" : `active until ${day(key.expires_at)}`;
+}
+
+function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, i) => (i === cells.length - 1 ? cell : cell.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd();
+  return [line(header), ...rows.map(line)];
+}

@@ -1,0 +1,29 @@
+// Prefixed random identifiers (`org_…`, `key_…`): the prefix registry and the one generator.
+import { randomBytes } from "node:crypto";
+
+export const ID_PREFIXES = Object.freeze({ org: "org", key: "key" } as const);
+export type IdKind = keyof typeof ID_PREFIXES;
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/**
+ * Base62 text of `bytes`, left-padded to the length any value of that many bytes needs, so every output of one
+ * size has the same length (a fixed-length format is easy to validate). Base62 avoids `-`/`_`, so a double
+ * click selects the whole string.
+ */
+export function base62(bytes: Uint8Array): string {
+  const width = Math.ceil((bytes.length * 8) / Math.log2(62));
+  let value = 0n;
+  for (const byte of bytes) value = (value << 8n) | BigInt(byte);
+  let out = "";
+  while (value > 0n) {
+    out = BASE62[Number(value % 62n)] + out;
+    value /= 62n;
+  }
+  return out.padStart(width, "0");
+}
+
+/** A new id such as `org_3kTmd9x2QbZrW7vYp1Lc` (16 random bytes: collisions are not a concern). */
+export function newId(kind: IdKind): string {
+  return `${ID_PREFIXES[kind]}_${base62(randomBytes(16))}`;
+}

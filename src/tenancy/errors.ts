@@ -1,0 +1,56 @@
+// Expected tenancy failures as small named errors; the admin API maps them to HTTP statuses.
+
+/** Base of every expected tenancy failure, so callers can tell them from bugs with one instanceof. */
+export abstract class TenancyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class OrgNotFoundError extends TenancyError {
+  constructor(readonly orgName: string) {
+    super(`Organization "${orgName}" does not exist.`);
+  }
+}
+
+export class DuplicateOrgError extends TenancyError {
+  constructor(readonly orgName: string) {
+    super(`Organization "${orgName}" already exists.`);
+  }
+}
+
+export class KeyNotFoundError extends TenancyError {
+  constructor(readonly keyId: string) {
+    super(`API key "${keyId}" does not exist.`);
+  }
+}
+
+/** A model id that is not in the server's configured models. */
+export class UnknownModelIdError extends TenancyError {
+  constructor(
+    readonly modelId: string,
+    readonly knownModelIds: readonly string[],
+  ) {
+    super(`Unknown model "${modelId}"; configured models: ${knownModelIds.join(", ") || "(none)"}.`);
+  }
+}
+
+export class GrantNotFoundError extends TenancyError {
+  constructor(
+    readonly orgName: string,
+    readonly modelId: string,
+  ) {
+    super(`Organization "${orgName}" has no grant for model "${modelId}".`);
+  }
+}
+
+/** An input the service refuses, e.g. an org name that cannot appear in a URL; `field` names the input. */
+export class TenancyValidationError extends TenancyError {
+  constructor(
+    message: string,
+    readonly field: string,
+  ) {
+    super(message);
+  }
+}

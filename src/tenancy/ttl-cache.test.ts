@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { TtlCache } from "./ttl-cache.js";
+
+describe("TtlCache", () => {
+  it("forgets entries after the TTL", () => {
+    let now = 1000;
+    const cache = new TtlCache<string, number>({ ttlMs: 100, maxEntries: 10, now: () => now });
+    cache.set("a", 1);
+    now += 99;
+    expect(cache.get("a")).toBe(1);
+    now += 1;
+    expect(cache.get("a")).toBeUndefined();
+    expect(cache.size).toBe(0);
+  });
+
+  it("evicts the least recently used entry beyond maxEntries", () => {
+    const cache = new TtlCache<string, number>({ ttlMs: 10_000, maxEntries: 2 });
+    cache.set("a", 1);
+    cache.set("b", 2);
+    expect(cache.get("a")).toBe(1); // a is now the most recent
+    cache.set("c", 3);
+    expect(cache.get("b")).toBeUndefined();
+    expect(cache.get("a")).toBe(1);
+    expect(cache.get("c")).toBe(3);
+  });
+
+  it("deletes by key and by predicate", () => {
+    const cache = new TtlCache<string, { org: string }>({ ttlMs: 10_000, maxEntries: 10 });
+    cache.set("k1", { org: "x" });
+    cache.set("k2", { org: "y" });
+    cache.set("k3", { org: "x" });
+    cache.deleteWhere((v) => v.org === "x");
+    expect(cache.get("k1")).toBeUndefined();
+    expect(cache.get("k3")).toBeUndefined();
+    cache.delete("k2");
+    expect(cache.size).toBe(0);
+  });
+});

@@ -1,0 +1,292 @@
+// One tenancy suite, run against the embedded PGlite store and a real PostgreSQL: the same code and SQL on both.
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { eq, sql } from "drizzle-orm";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashApiKey } from "../../src/auth/api-key.js";
+import { openStore, type Store } from "../../src/store/open-store.js";
+import { apiKeys, organizations } from "../../src/store/schema.js";
+import {
+  DuplicateOrgError,
+  GrantNotFoundError,
+  KeyNotFoundError,
+  OrgNotFoundError,
+  TenancyValidationError,
+  UnknownModelIdError,
+} from "../../src/tenancy/errors.js";
+import { TenancyService } from "../../src/tenancy/tenancy-service.js";
+
+const MODELS = ["tiny", "small", "vendor/big"];
+const KEY_SECRET = randomBytes(32);
+// Tests may point elsewhere; the default is the local server these machines run.
+const POSTGRES_BASE = process.env.HEARTH_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+interface Backend {
+  /** Options for openStore; the same ones open the same database again. */
+  options: { dataDir: string; databaseUrl?: string };
+  cleanup(): Promise<void>;
+}
+
+async function pgliteBackend(): Promise<Backend> {
+  const dir = mkdtempSync(join(tmpdir(), "hearth-store-"));
+  return { options: { dataDir: dir }, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** A fresh, uniquely named database created from the `test` database, dropped afterwards. */
+async function postgresBackend(): Promise<Backend> {
+  const base = new URL(POSTGRES_BASE);
+  const candidates = base.username === "postgres" ? ["postgres", "root"] : [base.username];
+  let lastError: unknown;
+  for (const user of candidates) {
+    const adminUrl = new URL(base);
+    adminUrl.username = user;
+    const admin = new pg.Client({ connectionString: adminUrl.toString() });
+    try {
+      await admin.connect();
+    } catch (err) {
+      lastError = err;
+      await admin.end().catch(() => {});
+      continue;
+    }
+    const name = `hearth_test_${process.pid}_${randomBytes(4).toString("hex")}`;
+    try {
+      await admin.query(`create database "${name}"`);
+    } finally {
+      await admin.end();
+    }
+    const dbUrl = new URL(adminUrl);
+    dbUrl.pathname = `/${name}`;
+    const dir = mkdtempSync(join(tmpdir(), "hearth-store-pg-"));
+    return {
+      options: { dataDir: dir, databaseUrl: dbUrl.toString() },
+      async cleanup() {
+        const dropper = new pg.Client({ connectionString: adminUrl.toString() });
+        await dropper.connect();
+        try {
+          await dropper.query(`drop database if exists "${name}" with (force)`);
+        } finally {
+          await dropper.end();
+        }
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  throw new Error(
+    `cannot connect to PostgreSQL at ${POSTGRES_BASE} as postgres or root: ${String(lastError)}`,
+  );
+}
+
+const backends: [string, () => Promise<Backend>][] = [
+  ["PGlite", pgliteBackend],
+  ["PostgreSQL", postgresBackend],
+];
+
+describe.each(backends)("tenancy store on %s", (_name, makeBackend) => {
+  let backend: Backend;
+  let store: Store;
+  let clock = Date.parse("2030-01-01T00:00:00Z");
+  let tenancy: TenancyService;
+
+  beforeAll(async () => {
+    backend = await makeBackend();
+    store = await openStore(backend.options);
+    tenancy = new TenancyService(store.db, { keySecret: KEY_SECRET, modelIds: MODELS, now: () => clock });
+  });
+
+  afterAll(async () => {
+    await store?.close();
+    await backend?.cleanup();
+  });
+
+  it("is migrated and answers pings", async () => {
+    await store.ping();
+    // Both drivers answer raw SQL with { rows }; the common base type cannot say so.
+    const tables = (await store.db.execute(
+      sql`select table_name from information_schema.tables where table_schema = 'public' order by table_name`,
+    )) as unknown as { rows: { table_name: string }[] };
+    expect(tables.rows.map((r) => r.table_name)).toEqual(["api_keys", "model_grants", "organizations"]);
+  });
+
+  it("bootstraps an empty store exactly once, even when two starts race", async () => {
+    const results = await Promise.all([tenancy.bootstrap(MODELS), tenancy.bootstrap(MODELS)]);
+    const winners = results.filter((r) => r !== null);
+    expect(winners).toHaveLength(1);
+    const first = winners[0];
+    expect(first?.orgName).toBe("default");
+    const principal = await tenancy.verifyKey(first?.key ?? "");
+    expect(principal?.orgName).toBe("default");
+    expect(principal?.keyId).toBe(first?.keyId);
+    const org = await tenancy.getOrgByName("default");
+    expect(org?.models).toEqual([...MODELS].sort());
+    expect(await tenancy.listKeys("default")).toHaveLength(1);
+    expect(await tenancy.bootstrap(MODELS)).toBeNull();
+  });
+
+  it("opens the same database again without re-running migrations", async () => {
+    if (backend.options.databaseUrl === undefined) return; // PGlite allows one process per dir; covered below
+    const again = await openStore(backend.options);
+    try {
+      const orgs = await again.db.select().from(organizations);
+      expect(orgs.map((o) => o.name)).toContain("default");
+    } finally {
+      await again.close();
+    }
+  });
+
+  it("creates, finds and lists organizations with their grants", async () => {
+    const acme = await tenancy.createOrg("acme", ["small", "tiny", "small"]);
+    expect(acme.id).toMatch(/^org_[0-9A-Za-z]+$/);
+    expect(acme.models).toEqual(["small", "tiny"]);
+    expect(acme.rpm).toBeNull();
+    const beta = await tenancy.createOrg("beta");
+    expect(beta.models).toEqual([]);
+    expect((await tenancy.getOrgByName("acme"))?.id).toBe(acme.id);
+    expect(await tenancy.getOrgByName("nope")).toBeNull();
+    const list = await tenancy.listOrgs();
+    expect(list.map((o) => o.name)).toEqual(["acme", "beta", "default"]);
+    expect(list.find((o) => o.name === "acme")?.models).toEqual(["small", "tiny"]);
+  });
+
+  it("refuses duplicate names, bad names and unknown models, creating nothing", async () => {
+    await expect(tenancy.createOrg("acme")).rejects.toBeInstanceOf(DuplicateOrgError);
+    await expect(tenancy.createOrg("has space")).rejects.toBeInstanceOf(TenancyValidationError);
+    await expect(tenancy.createOrg("a/b")).rejects.toBeInstanceOf(TenancyValidationError);
+    await expect(tenancy.createOrg("gamma", ["tiny", "huge"])).rejects.toBeInstanceOf(UnknownModelIdError);
+    expect(await tenancy.getOrgByName("gamma")).toBeNull();
+  });
+
+  it("grants and revokes models, idempotently for grants", async () => {
+    const acme = await tenancy.getOrgByName("acme");
+    if (acme === null) throw new Error("acme missing");
+    expect((await tenancy.grantModel("acme", "vendor/big")).models).toEqual(["small", "tiny", "vendor/big"]);
+    expect((await tenancy.grantModel("acme", "vendor/big")).models).toEqual(["small", "tiny", "vendor/big"]);
+    expect(await tenancy.allowedModels(acme.id)).toEqual(new Set(["small", "tiny", "vendor/big"]));
+    expect((await tenancy.revokeModel("acme", "tiny")).models).toEqual(["small", "vendor/big"]);
+    // Changes made through this service show at once, without waiting for the cache.
+    expect(await tenancy.allowedModels(acme.id)).toEqual(new Set(["small", "vendor/big"]));
+    await expect(tenancy.revokeModel("acme", "tiny")).rejects.toBeInstanceOf(GrantNotFoundError);
+    await expect(tenancy.grantModel("acme", "huge")).rejects.toBeInstanceOf(UnknownModelIdError);
+    await expect(tenancy.grantModel("nope", "tiny")).rejects.toBeInstanceOf(OrgNotFoundError);
+    await expect(tenancy.revokeModel("nope", "tiny")).rejects.toBeInstanceOf(OrgNotFoundError);
+  });
+
+  it("creates keys whose secret is stored nowhere, only its HMAC", async () => {
+    const created = await tenancy.createKey("acme", { name: "ci" });
+    expect(created.key).toMatch(/^sk-[0-9A-Za-z]{43}$/);
+    expect(created.id).toMatch(/^key_[0-9A-Za-z]+$/);
+    expect(created).toMatchObject({ name: "ci", orgName: "acme", prefix: created.key.slice(0, 7) });
+    const rows = await store.db.select().from(apiKeys).where(eq(apiKeys.id, created.id));
+    expect(rows).toHaveLength(1);
+    const row = rows[0];
+    expect(row?.hash).toBe(hashApiKey(KEY_SECRET, created.key));
+    const body = created.key.slice(3);
+    expect(JSON.stringify(rows)).not.toContain(body.slice(0, 20));
+    expect(JSON.stringify(rows)).not.toContain(body.slice(-20));
+  });
+
+  it("lists keys without secrets or hashes", async () => {
+    const created = await tenancy.createKey("beta", { name: "one" });
+    clock += 1; // lists are ordered by creation time
+    await tenancy.createKey("beta");
+    const keys = await tenancy.listKeys("beta");
+    expect(keys.map((k) => k.name)).toEqual(["one", null]);
+    const text = JSON.stringify(keys);
+    expect(text).not.toContain(created.key);
+    expect(text).not.toContain(hashApiKey(KEY_SECRET, created.key));
+    expect(keys[0]).not.toHaveProperty("hash");
+    expect(keys[0]?.display).toBe(`${created.key.slice(0, 7)}...${created.key.slice(-4)}`);
+    await expect(tenancy.listKeys("nope")).rejects.toBeInstanceOf(OrgNotFoundError);
+    await expect(tenancy.createKey("nope")).rejects.toBeInstanceOf(OrgNotFoundError);
+  });
+
+  it("verifies keys to their org and records last use", async () => {
+    const created = await tenancy.createKey("acme");
+    const principal = await tenancy.verifyKey(created.key);
+    expect(principal).toEqual({ orgId: created.orgId, orgName: "acme", keyId: created.id });
+    const [row] = await store.db.select().from(apiKeys).where(eq(apiKeys.id, created.id));
+    expect(row?.lastUsedAt?.getTime()).toBe(clock);
+    const wrong = `${created.key.slice(0, -1)}${created.key.endsWith("A") ? "B" : "A"}`;
+    expect(await tenancy.verifyKey(wrong)).toBeNull();
+    expect(await tenancy.verifyKey("sk-not-a-key")).toBeNull();
+    expect(await tenancy.verifyKey("")).toBeNull();
+  });
+
+  it("stops accepting a revoked key at once; revoking twice is fine", async () => {
+    const created = await tenancy.createKey("acme");
+    expect(await tenancy.verifyKey(created.key)).not.toBeNull(); // now cached
+    const revoked = await tenancy.revokeKey(created.id);
+    expect(revoked.revokedAt?.getTime()).toBe(clock);
+    expect(await tenancy.verifyKey(created.key)).toBeNull();
+    expect((await tenancy.revokeKey(created.id)).revokedAt?.getTime()).toBe(clock);
+    await expect(tenancy.revokeKey("key_missing")).rejects.toBeInstanceOf(KeyNotFoundError);
+  });
+
+  it("sees a revocation made by another replica within the cache TTL", async () => {
+    const created = await tenancy.createKey("acme");
+    expect(await tenancy.verifyKey(created.key)).not.toBeNull();
+    const otherReplica = new TenancyService(store.db, {
+      keySecret: KEY_SECRET,
+      modelIds: MODELS,
+      now: () => clock,
+    });
+    await otherReplica.revokeKey(created.id);
+    expect(await tenancy.verifyKey(created.key)).not.toBeNull(); // still cached here
+    clock += 1000;
+    expect(await tenancy.verifyKey(created.key)).toBeNull();
+  });
+
+  it("refuses expired keys, also while cached", async () => {
+    const created = await tenancy.createKey("acme", { expiresAt: new Date(clock + 500) });
+    expect(await tenancy.verifyKey(created.key)).not.toBeNull();
+    clock += 500;
+    expect(await tenancy.verifyKey(created.key)).toBeNull();
+    clock += 5000;
+    expect(await tenancy.verifyKey(created.key)).toBeNull();
+    await expect(tenancy.createKey("acme", { expiresAt: new Date(clock - 1) })).rejects.toBeInstanceOf(
+      TenancyValidationError,
+    );
+  });
+
+  it("keeps one service's cached grants for at most the TTL when another replica changes them", async () => {
+    const beta = await tenancy.getOrgByName("beta");
+    if (beta === null) throw new Error("beta missing");
+    expect(await tenancy.allowedModels(beta.id)).toEqual(new Set());
+    const otherReplica = new TenancyService(store.db, {
+      keySecret: KEY_SECRET,
+      modelIds: MODELS,
+      now: () => clock,
+    });
+    await otherReplica.grantModel("beta", "tiny");
+    clock += 1000;
+    expect(await tenancy.allowedModels(beta.id)).toEqual(new Set(["tiny"]));
+  });
+});
+
+describe("PGlite persistence", () => {
+  it("keeps data in <dataDir>/pg across restarts", async () => {
+    const backend = await pgliteBackend();
+    try {
+      const first = await openStore(backend.options);
+      const service = new TenancyService(first.db, { keySecret: KEY_SECRET, modelIds: MODELS });
+      const created = await (async () => {
+        await service.createOrg("persisted", ["tiny"]);
+        return service.createKey("persisted");
+      })();
+      await first.close();
+
+      const second = await openStore(backend.options);
+      try {
+        const again = new TenancyService(second.db, { keySecret: KEY_SECRET, modelIds: MODELS });
+        expect((await again.verifyKey(created.key))?.orgName).toBe("persisted");
+        expect((await again.getOrgByName("persisted"))?.models).toEqual(["tiny"]);
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await backend.cleanup();
+    }
+  });
+});
