@@ -3,8 +3,8 @@ import { mkdirSync } from "node:fs";
 import { type ServerType, serve } from "@hono/node-server";
 import { loadOrCreateAdminToken } from "./admin/admin-token.js";
 import { createApp } from "./app/create-app.js";
-import { loadOrCreateKeySecret } from "./auth/key-secret.js";
 import type { Services } from "./app/services.js";
+import { loadOrCreateKeySecret } from "./auth/key-secret.js";
 import type { HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
 import { ensureModelFile } from "./models/fetch.js";
@@ -62,7 +62,9 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const app = createApp(services);
 
   const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: config.server.host, port: config.server.port }, () => resolve(s));
+    const s = serve({ fetch: app.fetch, hostname: config.server.host, port: config.server.port }, () =>
+      resolve(s),
+    );
   });
   const address = server.address();
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;

@@ -2,14 +2,20 @@
 import { randomInt } from "node:crypto";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
+import { mapDomainError } from "../app/error-mapping.js";
 import type { Services } from "../app/services.js";
+import type {
+  FinishReason,
+  Generation,
+  GenerationEvent,
+  GenerationRequest,
+  UsageCounts,
+} from "../engine/types.js";
 import { toApiError } from "../errors/api-error.js";
-import type { FinishReason, Generation, GenerationEvent, GenerationRequest, UsageCounts } from "../engine/types.js";
 import { type ParsedChatRequest, parseChatRequest, parseJsonBody } from "./chat-request.js";
 import { assertModelAccess } from "./model-access.js";
 import { SSE_HEADERS, type SseWriter, sseStream } from "./sse.js";
 import { completionId, toUsage } from "./wire.js";
-import { mapDomainError } from "../app/error-mapping.js";
 
 export async function chatCompletions(c: Context<AppEnv>, services: Services): Promise<Response> {
   const body = parseJsonBody(await c.req.text());
@@ -109,10 +115,14 @@ async function streamChunks(
       const event: GenerationEvent = next.value;
       if (event.type === "delta") {
         await writer.data(
-          chunk([{ index: event.choice, delta: { content: event.text }, logprobs: null, finish_reason: null }]),
+          chunk([
+            { index: event.choice, delta: { content: event.text }, logprobs: null, finish_reason: null },
+          ]),
         );
       } else if (event.type === "finish") {
-        await writer.data(chunk([{ index: event.choice, delta: {}, logprobs: null, finish_reason: event.reason }]));
+        await writer.data(
+          chunk([{ index: event.choice, delta: {}, logprobs: null, finish_reason: event.reason }]),
+        );
       } else if (parsed.includeUsage) {
         await writer.data({ ...chunk([]), usage: toUsage(event.usage) });
       }

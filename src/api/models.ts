@@ -2,12 +2,18 @@
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
 import type { Services } from "../app/services.js";
-import { ModelNotFoundError } from "../errors/api-error.js";
 import type { ModelInfo } from "../engine/types.js";
+import { ModelNotFoundError } from "../errors/api-error.js";
 import { accessibleModels } from "./model-access.js";
 
 function toModelObject(model: ModelInfo) {
-  return { id: model.id, object: "model" as const, created: model.created, owned_by: "hearth", context_length: model.contextSize };
+  return {
+    id: model.id,
+    object: "model" as const,
+    created: model.created,
+    owned_by: "hearth",
+    context_length: model.contextSize,
+  };
 }
 
 export async function listModels(c: Context<AppEnv>, services: Services): Promise<Response> {

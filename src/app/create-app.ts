@@ -6,15 +6,10 @@ import { createAdminApp } from "../admin/admin-app.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { requireApiKey } from "../auth/require-api-key.js";
-import {
-  ApiError,
-  MethodNotAllowedError,
-  NotFoundError,
-  PayloadTooLargeError,
-} from "../errors/api-error.js";
-import { mapDomainError } from "./error-mapping.js";
+import { ApiError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from "../errors/api-error.js";
 import { requestId } from "../observability/request-id.js";
 import type { AppEnv } from "./env.js";
+import { mapDomainError } from "./error-mapping.js";
 import type { Services } from "./services.js";
 
 export function createApp(services: Services): Hono<AppEnv> {

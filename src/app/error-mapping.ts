@@ -1,4 +1,12 @@
 // Maps domain failures of the engine and tenancy layers to the HTTP error hierarchy, in one place.
+
+import { TemplateError } from "../chat/template.js";
+import {
+  ContextOverflowError,
+  QueueFullError,
+  TooManyChoicesError,
+  UnknownModelError,
+} from "../engine/errors.js";
 import {
   type ApiError,
   ContextLengthError,
@@ -7,12 +15,18 @@ import {
   ModelNotFoundError,
   toApiError,
 } from "../errors/api-error.js";
-import { ContextOverflowError, QueueFullError, TooManyChoicesError, UnknownModelError } from "../engine/errors.js";
 
 export function mapDomainError(err: unknown): ApiError {
   if (err instanceof ContextOverflowError) return new ContextLengthError(err.message);
   if (err instanceof QueueFullError) return new EngineOverloadedError();
   if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
+  // A template that rejects the conversation (e.g. roles out of order) is the client's input, not our fault.
+  if (err instanceof TemplateError && err.kind !== "syntax") {
+    return new InvalidRequestError(
+      `The model's chat template rejected the messages: ${err.message}`,
+      "messages",
+    );
+  }
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   return toApiError(err);
 }

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import type { z } from "zod";
 import { defaultModels, fileConfigSchema, type HearthConfig, type ModelConfig } from "./schema.js";
 
 /** A config problem, worded for the operator. The CLI prints it without a stack trace. */
@@ -51,7 +51,7 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
 
 export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   const env = options.env ?? process.env;
-  const explicitPath = options.configPath ?? env.HEARTH_CONFIG;
+  const explicitPath = options.configPath ?? (env.HEARTH_CONFIG || undefined);
   const path = explicitPath ?? (existsSync("hearth.yaml") ? "hearth.yaml" : undefined);
   const raw = path === undefined ? {} : readConfigFile(path);
   const parsed = fileConfigSchema.safeParse(raw);

@@ -19,7 +19,13 @@ export const modelConfigSchema = z
       .optional(),
     contextSize: z.number().int().min(128).max(131072).default(2048).describe("tokens per sequence (slot)"),
     parallel: z.number().int().min(1).max(64).default(8).describe("sequences decoded together"),
-    maxQueue: z.number().int().min(0).max(100000).default(64).describe("requests waiting for a free sequence"),
+    maxQueue: z
+      .number()
+      .int()
+      .min(0)
+      .max(100000)
+      .default(64)
+      .describe("requests waiting for a free sequence"),
     threads: z.number().int().min(0).max(256).default(0).describe("0 = the cores this process may use"),
     batchSize: z.number().int().min(16).max(8192).default(512),
     prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),
@@ -36,7 +42,12 @@ export const serverConfigSchema = z
       .min(1024)
       .default(4 * 1024 * 1024),
     maxN: z.number().int().min(1).max(64).default(8).describe("largest n a request may ask for"),
-    keepAliveMs: z.number().int().min(100).default(5000).describe("SSE comment interval while a prompt is prefilled"),
+    keepAliveMs: z
+      .number()
+      .int()
+      .min(100)
+      .default(5000)
+      .describe("SSE comment interval while a prompt is prefilled"),
   })
   .strict();
 

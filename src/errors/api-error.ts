@@ -1,6 +1,11 @@
 // The HTTP-edge error hierarchy and its one serialisation to OpenAI's {"error":{...}} body.
 
-export type ErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "rate_limit_error" | "server_error";
+export type ErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "not_found_error"
+  | "rate_limit_error"
+  | "server_error";
 
 export interface ErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -68,10 +73,15 @@ export class AdminAuthError extends ApiError {
 /** 404 for a model that does not exist or is not granted — one text for both, so there is no existence oracle. */
 export class ModelNotFoundError extends ApiError {
   constructor(model: string) {
-    super(404, "invalid_request_error", `The model \`${model}\` does not exist or you do not have access to it.`, {
-      param: "model",
-      code: "model_not_found",
-    });
+    super(
+      404,
+      "invalid_request_error",
+      `The model \`${model}\` does not exist or you do not have access to it.`,
+      {
+        param: "model",
+        code: "model_not_found",
+      },
+    );
   }
 }
 
@@ -101,16 +111,24 @@ export class PayloadTooLargeError extends ApiError {
 /** 405: the route exists but not with this method. */
 export class MethodNotAllowedError extends ApiError {
   constructor(method: string, path: string) {
-    super(405, "invalid_request_error", `Method ${method} is not allowed on ${path}.`, { code: "method_not_allowed" });
+    super(405, "invalid_request_error", `Method ${method} is not allowed on ${path}.`, {
+      code: "method_not_allowed",
+    });
   }
 }
 
 /** 503: the engine's queue is full or the service is draining. The client should retry after a short back-off. */
 export class EngineOverloadedError extends ApiError {
-  constructor(message = "The engine is currently overloaded, please try again later.", retryAfterSeconds = 1) {
+  constructor(
+    message = "The engine is currently overloaded, please try again later.",
+    retryAfterSeconds = 1,
+  ) {
     super(503, "server_error", message, {
       code: "engine_overloaded",
-      headers: { "retry-after": String(retryAfterSeconds), "retry-after-ms": String(retryAfterSeconds * 1000) },
+      headers: {
+        "retry-after": String(retryAfterSeconds),
+        "retry-after-ms": String(retryAfterSeconds * 1000),
+      },
     });
   }
 }

@@ -1,5 +1,5 @@
 // The process logger (pino, JSON lines). Secrets never reach it: auth headers and keys are redacted.
-import { pino, type Logger } from "pino";
+import { type Logger, pino } from "pino";
 
 export type { Logger };
 
@@ -9,7 +9,14 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       level,
       base: { service: "hearth" },
       redact: {
-        paths: ["req.headers.authorization", "headers.authorization", "authorization", "key", "apiKey", "token"],
+        paths: [
+          "req.headers.authorization",
+          "headers.authorization",
+          "authorization",
+          "key",
+          "apiKey",
+          "token",
+        ],
         censor: "[redacted]",
       },
     },

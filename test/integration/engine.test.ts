@@ -4,7 +4,12 @@ import { loadConfig } from "../../src/config/load.js";
 import { ContextOverflowError, QueueFullError } from "../../src/engine/errors.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { ModelRunner } from "../../src/engine/llama/model-runner.js";
-import type { Generation, GenerationEvent, GenerationRequest, SamplingParams } from "../../src/engine/types.js";
+import type {
+  Generation,
+  GenerationEvent,
+  GenerationRequest,
+  SamplingParams,
+} from "../../src/engine/types.js";
 import { ensureModelFile } from "../../src/models/fetch.js";
 
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
@@ -77,7 +82,16 @@ async function collect(generation: Generation): Promise<Collected> {
 
 describe("llama engine on the real model", () => {
   it("answers a question greedily and reports usage", async () => {
-    const result = await collect(await engine.generate(request("What is the capital of France?")));
+    const result = await collect(
+      await engine.generate(
+        request("", {
+          messages: [
+            { role: "system", content: "You are a helpful assistant." },
+            { role: "user", content: "What is the capital of France?" },
+          ],
+        }),
+      ),
+    );
     expect(result.texts[0]).toMatch(/Paris/);
     expect(result.usage.promptTokens).toBeGreaterThan(10);
     expect(result.usage.completionTokens).toBeGreaterThan(0);
@@ -88,7 +102,9 @@ describe("llama engine on the real model", () => {
     const prompts = ["Count to ten.", "Name three colors.", "Describe a cat.", "Say hello."];
     const results = await Promise.all(
       prompts.map(async (p) =>
-        collect(await engine.generate(request(p, { sampling: sampling({ maxTokens: 40, ignoreEos: true }) }))),
+        collect(
+          await engine.generate(request(p, { sampling: sampling({ maxTokens: 40, ignoreEos: true }) })),
+        ),
       ),
     );
     for (const r of results) expect(r.usage.completionTokens).toBe(40);
@@ -103,7 +119,9 @@ describe("llama engine on the real model", () => {
 
   it("gives identical text for the same seed and different text for different seeds", async () => {
     const hot = (seed: number) =>
-      request("Write a short poem about the sea.", { sampling: sampling({ temperature: 1, seed, maxTokens: 30 }) });
+      request("Write a short poem about the sea.", {
+        sampling: sampling({ temperature: 1, seed, maxTokens: 30 }),
+      });
     const [a, b, c] = await Promise.all([
       engine.generate(hot(7)).then(collect),
       engine.generate(hot(7)).then(collect),
@@ -116,7 +134,10 @@ describe("llama engine on the real model", () => {
   it("n > 1 copies the evaluated prompt and samples different choices", async () => {
     const result = await collect(
       await engine.generate(
-        request("Invent a name for a dog.", { n: 3, sampling: sampling({ temperature: 1.2, maxTokens: 16 }) }),
+        request("Invent a name for a dog.", {
+          n: 3,
+          sampling: sampling({ temperature: 1.2, maxTokens: 16 }),
+        }),
       ),
     );
     expect(result.texts).toHaveLength(3);
@@ -158,9 +179,9 @@ describe("llama engine on the real model", () => {
   });
 
   it("refuses prompt + max_tokens beyond the context", async () => {
-    await expect(engine.generate(request("hi", { sampling: sampling({ maxTokens: 1020 }) }))).rejects.toBeInstanceOf(
-      ContextOverflowError,
-    );
+    await expect(
+      engine.generate(request("hi", { sampling: sampling({ maxTokens: 1020 }) })),
+    ).rejects.toBeInstanceOf(ContextOverflowError);
     await expect(engine.generate(request("word ".repeat(1100)))).rejects.toBeInstanceOf(ContextOverflowError);
   });
 
@@ -168,7 +189,9 @@ describe("llama engine on the real model", () => {
     const long = () => sampling({ maxTokens: 400, ignoreEos: true });
     const controllers = Array.from({ length: 6 }, () => new AbortController());
     const running = await Promise.all(
-      controllers.map((ac) => engine.generate(request("Tell me a story.", { sampling: long(), signal: ac.signal }))),
+      controllers.map((ac) =>
+        engine.generate(request("Tell me a story.", { sampling: long(), signal: ac.signal })),
+      ),
     );
     expect(runner.busySlots).toBe(4);
     expect(runner.queueDepth).toBe(2);

@@ -3,7 +3,9 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 
 /** Cores allowed by the cgroup v2 (cpu.max) or v1 (cfs quota/period) limit, or undefined when unlimited. */
-export function cgroupCpuLimit(read: (path: string) => string = (p) => readFileSync(p, "utf8")): number | undefined {
+export function cgroupCpuLimit(
+  read: (path: string) => string = (p) => readFileSync(p, "utf8"),
+): number | undefined {
   try {
     const [quota, period] = read("/sys/fs/cgroup/cpu.max").trim().split(/\s+/);
     if (quota !== undefined && quota !== "max" && period !== undefined) return Number(quota) / Number(period);

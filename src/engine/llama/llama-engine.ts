@@ -11,6 +11,14 @@ import { ModelRunner, sequenceOrderStrategy } from "./model-runner.js";
 const FALLBACK_TEMPLATE =
   "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/** Texts of the vocabulary's control and user-defined tokens (GGUF token types 3 and 4). */
+function controlTokenTexts(model: LlamaModel): string[] {
+  const ggml = model.fileInfo.metadata.tokenizer?.ggml;
+  const tokens: readonly string[] = ggml?.tokens ?? [];
+  const types: readonly number[] = ggml?.token_type ?? [];
+  return tokens.filter((_, i) => types[i] === 3 || types[i] === 4);
+}
+
 export interface LlamaEngineOptions {
   models: ModelConfig[];
   /** Resolves a model to its local .gguf path (fetching it on first use). */
@@ -37,7 +45,12 @@ export class LlamaEngine implements Engine {
   async start(): Promise<void> {
     const cores = usableCores();
     // Never the library's default thread count: it oversubscribes small machines (see engine notes).
-    this.llama = await getLlama({ gpu: false, build: "never", maxThreads: cores, logLevel: "error" as never });
+    this.llama = await getLlama({
+      gpu: false,
+      build: "never",
+      maxThreads: cores,
+      logLevel: "error" as never,
+    });
     for (const config of this.options.models) {
       const path = await this.options.resolveModelPath(config);
       const model = await this.llama.loadModel({ modelPath: path });
@@ -56,6 +69,7 @@ export class LlamaEngine implements Engine {
         template,
         bosToken: model.tokens.bosString ?? "",
         eosToken: model.tokens.eosString ?? "",
+        specialTokens: controlTokenTexts(model),
       });
       const runner = new ModelRunner({ config, model, context, renderer });
       this.loaded.set(config.id, { config, model, context, runner });

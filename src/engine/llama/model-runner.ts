@@ -7,10 +7,16 @@ import { Utf8TokenDecoder } from "../../chat/utf8.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { Channel } from "../channel.js";
 import { ContextOverflowError, QueueFullError, TooManyChoicesError } from "../errors.js";
-import type { FinishReason, Generation, GenerationEvent, GenerationRequest, SamplingParams } from "../types.js";
+import type {
+  FinishReason,
+  Generation,
+  GenerationEvent,
+  GenerationRequest,
+  SamplingParams,
+} from "../types.js";
 import { chooseSlots, type SlotChoice } from "./slot-choice.js";
 
-type TokenGenerator = AsyncGenerator<Token, void, void | Token | Token[]>;
+type TokenGenerator = AsyncGenerator<Token, void, undefined | Token | Token[]>;
 
 interface Slot {
   id: number;
@@ -273,9 +279,11 @@ export class ModelRunner {
       for (const choice of job.choices) work.push(this.decodeWork(job, choice));
     }
     for (const job of this.active) {
-      if (job.state !== "decode" || job.cancelled || job.choices.some((c) => c.generator === undefined)) continue;
+      if (job.state !== "decode" || job.cancelled || job.choices.some((c) => c.generator === undefined))
+        continue;
       for (const choice of job.choices) {
-        if (!choice.finished && !work.some((w) => w.slotId === choice.slot.id)) work.push(this.decodeWork(job, choice));
+        if (!choice.finished && !work.some((w) => w.slotId === choice.slot.id))
+          work.push(this.decodeWork(job, choice));
       }
     }
     if (work.length === 0) {
@@ -342,7 +350,10 @@ export class ModelRunner {
         stop: new StopMatcher(job.request.sampling.stop),
         finished: false,
       };
-      choice.generator = slot.sequence.evaluate([lastToken], this.evaluateOptions(job.request.sampling, choice, index));
+      choice.generator = slot.sequence.evaluate(
+        [lastToken],
+        this.evaluateOptions(job.request.sampling, choice, index),
+      );
       return choice;
     });
     job.state = "decode";
@@ -383,7 +394,8 @@ export class ModelRunner {
     if (this.eogTokens === undefined) {
       this.eogTokens = [];
       const vocabulary = this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
-      for (let t = 0; t < vocabulary; t++) if (this.model.isEogToken(t as Token)) this.eogTokens.push(t as Token);
+      for (let t = 0; t < vocabulary; t++)
+        if (this.model.isEogToken(t as Token)) this.eogTokens.push(t as Token);
     }
     return this.eogTokens;
   }
@@ -466,7 +478,11 @@ interface Work {
 }
 
 /** n > 1: llama_memory_seq_cp through the library's internal method (0.8 ms instead of a new prefill). */
-async function copyState(target: LlamaContextSequence, source: LlamaContextSequence, upTo: number): Promise<boolean> {
+async function copyState(
+  target: LlamaContextSequence,
+  source: LlamaContextSequence,
+  upTo: number,
+): Promise<boolean> {
   const internal = target as unknown as {
     _copyStateFromOtherSequence?: (other: LlamaContextSequence, upToTokenIndex: number) => Promise<boolean>;
   };
@@ -506,13 +522,25 @@ export function sequenceOrderStrategy({
   return result;
 }
 
-/** Counts decodes and their tokens by wrapping the addon's batch calls (covered by the batching test). */
+/**
+ * Counts decodes and their tokens: the library calls `_ctx.initBatch(size)` once per llama_decode. The addon
+ * object is frozen, so `_ctx` is replaced by a proxy (covered by the batching test).
+ */
 function instrumentDecodes(context: LlamaContext, stats: RunnerStats): void {
-  const native = (context as unknown as { _ctx: { initBatch(size: number): void } })._ctx;
-  const initBatch = native.initBatch.bind(native);
-  native.initBatch = (size: number) => {
-    stats.decodes++;
-    stats.decodedTokens += size;
-    initBatch(size);
-  };
+  const holder = context as unknown as { _ctx: object };
+  const native = holder._ctx as Record<string | symbol, unknown>;
+  holder._ctx = new Proxy(native, {
+    get(target, property) {
+      const value = target[property];
+      if (typeof value !== "function") return value;
+      if (property === "initBatch") {
+        return (size: number) => {
+          stats.decodes++;
+          stats.decodedTokens += size;
+          return (value as (size: number) => unknown).call(target, size);
+        };
+      }
+      return (value as (...args: unknown[]) => unknown).bind(target);
+    },
+  });
 }
