@@ -82,7 +82,11 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     closing ??= (async () => {
       logger.info("shutting down: draining running requests");
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const http = server as import("node:http").Server;
+      http.closeIdleConnections();
       await engine.drain();
+      // Running responses have ended; idle keep-alive sockets would otherwise hold close() for seconds.
+      http.closeAllConnections();
       await engine.dispose();
       await closed;
       await store.close();

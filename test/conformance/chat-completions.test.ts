@@ -35,6 +35,19 @@ async function rawPost(body: unknown, headers: Record<string, string> = {}) {
   });
 }
 
+async function expectError(promise: Promise<unknown>, status: number, code: string, param?: string | null) {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(APIError);
+  const apiError = err as APIError;
+  expect(apiError.status).toBe(status);
+  expect(apiError.code).toBe(code);
+  if (param !== undefined) expect(apiError.param).toBe(param);
+  expect(apiError.headers?.get("x-request-id")).toMatch(/^req_/);
+}
+
 describe("non-streamed completions (behaviour 1)", () => {
   it("returns one chat.completion with usage that adds up", async () => {
     const completion = await client.chat.completions.create({
@@ -270,40 +283,44 @@ describe("streamed completions (behaviour 2)", () => {
   });
 
   it("an aborted stream frees its sequence for the next request", async () => {
-    const controller = new AbortController();
-    const stream = await client.chat.completions.create(
-      { model: MODEL, messages: ask("Write a very long story."), stream: true, max_tokens: 1000 },
-      { signal: controller.signal },
-    );
-    let chunks = 0;
-    await expect(
-      (async () => {
-        for await (const _ of stream) {
-          chunks++;
-          if (chunks === 5) controller.abort();
-        }
-      })(),
-    ).rejects.toThrow();
-    expect(chunks).toBe(5);
-    const after = await client.chat.completions.create({ model: MODEL, messages: ask("Hi"), max_tokens: 5 });
-    expect(after.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    // One sequence and no queue: while the aborted stream held its sequence, any other request would get a 503.
+    const solo = await startServerProcess({ args: ["--parallel", "1", "--max-queue", "0"] });
+    try {
+      const soloClient = new OpenAI({ baseURL: `${solo.url}/v1`, apiKey: solo.apiKey, maxRetries: 0 });
+      const stream = await soloClient.chat.completions.create({
+        model: MODEL,
+        messages: ask("Write a very long story."),
+        stream: true,
+        max_tokens: 1800,
+      });
+      let chunks = 0;
+      for await (const _ of stream) {
+        if (++chunks === 5) break;
+      }
+      stream.controller.abort();
+      // 1800 tokens take many seconds; the sequence must come back long before that.
+      const deadline = Date.now() + 3000;
+      let status = 0;
+      while (Date.now() < deadline) {
+        const response = await fetch(`${solo.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${solo.apiKey}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: MODEL, messages: ask("Hi"), max_tokens: 3 }),
+        });
+        status = response.status;
+        await response.text();
+        if (status === 200) break;
+        expect(status).toBe(503);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(status).toBe(200);
+    } finally {
+      await solo.stop();
+    }
   });
 });
 
 describe("errors", () => {
-  async function expectError(promise: Promise<unknown>, status: number, code: string, param?: string | null) {
-    const err = await promise.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(APIError);
-    const apiError = err as APIError;
-    expect(apiError.status).toBe(status);
-    expect(apiError.code).toBe(code);
-    if (param !== undefined) expect(apiError.param).toBe(param);
-    expect(apiError.headers?.get("x-request-id")).toMatch(/^req_/);
-  }
-
   it("401 invalid_api_key for a wrong key", async () => {
     const bad = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "sk-wrong", maxRetries: 0 });
     await expectError(
