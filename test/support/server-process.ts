@@ -28,7 +28,15 @@ const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
  */
 async function pgliteTemplate(): Promise<string> {
   const { PGlite } = await import("@electric-sql/pglite");
-  const manifest = join(import.meta.dirname, "..", "..", "node_modules", "@electric-sql", "pglite", "package.json");
+  const manifest = join(
+    import.meta.dirname,
+    "..",
+    "..",
+    "node_modules",
+    "@electric-sql",
+    "pglite",
+    "package.json",
+  );
   const { version } = JSON.parse(readFileSync(manifest, "utf8")) as { version: string };
   const template = join(tmpdir(), `hearth-pglite-template-${version}`);
   if (existsSync(template)) return template;
