@@ -4,6 +4,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
+import { parseModelSource } from "../models/source.js";
 import { defaultModels, fileConfigSchema, type HearthConfig, type ModelConfig } from "./schema.js";
 
 /** A config problem, worded for the operator. The CLI prints it without a stack trace. */
@@ -73,6 +74,11 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   }));
   const ids = new Set<string>();
   for (const m of models) {
+    try {
+      parseModelSource(m.source);
+    } catch (err) {
+      throw new ConfigError(`Model "${m.id}": ${(err as Error).message}`);
+    }
     if (ids.has(m.id)) throw new ConfigError(`Config lists model "${m.id}" twice; model ids must be unique.`);
     ids.add(m.id);
   }

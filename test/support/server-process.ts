@@ -1,8 +1,9 @@
 // Starts a real `hearth serve` process on a free port with a fresh data dir, for conformance and e2e tests.
 import { type ChildProcess, spawn } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pgliteTemplate } from "./pglite-template.js";
 
 export interface ServerProcess {
   url: string;
@@ -21,36 +22,6 @@ export interface StartServerProcessOptions {
 }
 
 const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
-
-/**
- * A fresh PGlite cluster costs ~7 s of initdb in WASM. Tests copy one empty, initialised cluster into each new
- * data dir instead (the server still runs every migration on it).
- */
-async function pgliteTemplate(): Promise<string> {
-  const { PGlite } = await import("@electric-sql/pglite");
-  const manifest = join(
-    import.meta.dirname,
-    "..",
-    "..",
-    "node_modules",
-    "@electric-sql",
-    "pglite",
-    "package.json",
-  );
-  const { version } = JSON.parse(readFileSync(manifest, "utf8")) as { version: string };
-  const template = join(tmpdir(), `hearth-pglite-template-${version}`);
-  if (existsSync(template)) return template;
-  const building = mkdtempSync(join(tmpdir(), "hearth-pglite-build-"));
-  const db = await PGlite.create(join(building, "pg"));
-  await db.close();
-  try {
-    renameSync(join(building, "pg"), template);
-  } catch {
-    // another test process won the race; its template is as good
-  }
-  rmSync(building, { recursive: true, force: true });
-  return template;
-}
 
 export async function startServerProcess(options: StartServerProcessOptions = {}): Promise<ServerProcess> {
   const dataDir = mkdtempSync(join(tmpdir(), "hearth-test-"));
