@@ -157,6 +157,7 @@ describe("streamed completions (behaviour 2)", () => {
     });
     expect(response.status).toBe(200);
     expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
+    expect(response.headers.get("x-request-id")).toMatch(/^req_/);
     const text = await response.text();
     const lines = text.split("\n\n").filter((l) => l.startsWith("data: "));
     expect(lines.at(-1)).toBe("data: [DONE]");
