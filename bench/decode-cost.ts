@@ -1,0 +1,112 @@
+// The engine's ceiling on this machine: the cost of one llama_decode of B tokens (plus sampling), raw node-llama-cpp.
+import { getLlama, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
+import { usableCores } from "../src/engine/llama/cpu.js";
+import { sequenceOrderStrategy } from "../src/engine/llama/model-runner.js";
+import { median } from "./stats.js";
+
+export interface DecodeCostRow {
+  batch: number;
+  /** Median wall time of one step: B sequences × 1 token, decoded together and sampled. */
+  msPerStep: number;
+  /** Slowest timed step: the machine's stalls show here. */
+  maxMsPerStep: number;
+  tokensPerSecond: number;
+  /** llama_decode calls per step: 1 when the library batched the step as the engine expects. */
+  decodesPerStep: number;
+}
+
+export interface DecodeCostOptions {
+  modelPath: string;
+  batches: readonly number[];
+  steps: number;
+  /** The model's configured thread count (0 = all usable cores), as the engine applies it. */
+  threads: number;
+}
+
+/** Counts llama_decode calls by wrapping the addon's batch start, as the engine's runner does. */
+function countDecodes(context: LlamaContext): { count: number } {
+  const counter = { count: 0 };
+  const holder = context as unknown as { _ctx: Record<string | symbol, unknown> };
+  const native = holder._ctx;
+  holder._ctx = new Proxy(native, {
+    get(target, property) {
+      const value = target[property];
+      if (typeof value !== "function") return value;
+      if (property === "initBatch") {
+        return (...args: unknown[]) => {
+          counter.count++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return (value as (...a: unknown[]) => unknown).bind(target);
+    },
+  });
+  return counter;
+}
+
+const PROMPT = "Write a long story about a lighthouse keeper.";
+const WARMUP_STEPS = 3;
+
+export async function measureDecodeCost(options: DecodeCostOptions): Promise<DecodeCostRow[]> {
+  const cores = usableCores();
+  const threads = options.threads > 0 ? Math.min(options.threads, cores) : cores;
+  const sequences = Math.max(...options.batches);
+  const llama = await getLlama({ gpu: false, build: "never", maxThreads: cores, logLevel: "error" as never });
+  try {
+    const model = await llama.loadModel({ modelPath: options.modelPath });
+    const prompt = model.tokenize(PROMPT);
+    // Sequence 0 takes part in every batch size: room for its prompt and all of its steps.
+    const needed = prompt.length + options.batches.length * (WARMUP_STEPS + options.steps) + 16;
+    const context = await model.createContext({
+      sequences,
+      contextSize: Math.max(256, Math.ceil(needed / 256) * 256),
+      batchSize: 512,
+      threads,
+      // As the engine creates its context, so the kernels are the same.
+      flashAttention: true,
+      batching: { itemPrioritizationStrategy: sequenceOrderStrategy as never },
+    });
+    const all: LlamaContextSequence[] = Array.from({ length: sequences }, () => context.getSequence());
+    await Promise.all(all.map((s) => s.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1))));
+    const last = prompt[prompt.length - 1] as Token;
+    // Each generator feeds back the token it sampled on every next(): one token per sequence per step.
+    const generators = all.map((s) => s.evaluate([last], { temperature: 0, yieldEogToken: true }));
+
+    const decodes = countDecodes(context);
+    const step = async (batch: number) => {
+      const start = performance.now();
+      // Started in one tick, in ascending sequence id: the library puts them into one decode.
+      await Promise.all(generators.slice(0, batch).map((g) => g.next()));
+      return performance.now() - start;
+    };
+    const times = new Map<number, number[]>(options.batches.map((b) => [b, []]));
+    const decodeCalls = new Map<number, number>(options.batches.map((b) => [b, 0]));
+    for (const batch of options.batches) for (let i = 0; i < WARMUP_STEPS; i++) await step(batch);
+    // Batch sizes interleaved step by step, so the machine's noise spreads over all of them alike.
+    for (let i = 0; i < options.steps; i++) {
+      for (const batch of options.batches) {
+        const before = decodes.count;
+        times.get(batch)?.push(await step(batch));
+        decodeCalls.set(batch, (decodeCalls.get(batch) ?? 0) + decodes.count - before);
+      }
+    }
+    const rows = options.batches.map((batch) => {
+      const samples = times.get(batch) ?? [];
+      const msPerStep = median(samples);
+      const decodesPerStep = (decodeCalls.get(batch) ?? 0) / options.steps;
+      return {
+        batch,
+        msPerStep,
+        maxMsPerStep: Math.max(...samples),
+        tokensPerSecond: (batch * 1000) / msPerStep,
+        decodesPerStep,
+      };
+    });
+    await Promise.all(generators.map((g) => g.return()));
+    await context.dispose();
+    await model.dispose();
+    return rows;
+  } finally {
+    await llama.dispose();
+  }
+}

@@ -1,0 +1,36 @@
+// The engine in-process, without HTTP: the same requests the service gets, straight into Engine.generate.
+import type { Engine } from "../src/engine/types.js";
+import { SEED, type StreamEvent, type Target } from "./workload.js";
+
+export function engineTarget(engine: Engine, model: string, maxTokens: number): Target {
+  return (prompt) => streamGeneration(engine, model, maxTokens, prompt);
+}
+
+async function* streamGeneration(
+  engine: Engine,
+  model: string,
+  maxTokens: number,
+  prompt: string,
+): AsyncGenerator<StreamEvent> {
+  const generation = await engine.generate({
+    model,
+    messages: [{ role: "user", content: prompt }],
+    enableThinking: false,
+    n: 1,
+    // What the API makes of the HTTP phase's body (temperature 0, seed, max_tokens, defaults otherwise).
+    sampling: {
+      temperature: 0,
+      topP: 1,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      seed: SEED,
+      maxTokens,
+      stop: [],
+    },
+    cacheScope: "bench",
+  });
+  for await (const event of generation.events) {
+    if (event.type === "delta" && event.text.length > 0) yield { type: "text" };
+    else if (event.type === "usage") yield { type: "done", completionTokens: event.usage.completionTokens };
+  }
+}

@@ -1,0 +1,225 @@
+// `npm run bench`: the service over HTTP, then the engine in-process, then the raw decode cost; one model at a time.
+import { cpus, loadavg } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../src/config/load.js";
+import type { ModelConfig } from "../src/config/schema.js";
+import { usableCores } from "../src/engine/llama/cpu.js";
+import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
+import type { RunnerStats } from "../src/engine/llama/model-runner.js";
+import { ensureModelFile } from "../src/models/fetch.js";
+import { startStealMeter } from "./cpu-steal.js";
+import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
+import { engineTarget } from "./engine-target.js";
+import { httpTarget } from "./http-target.js";
+import { type BenchOptions, readBenchOptions } from "./options.js";
+import {
+  type BatchingStats,
+  type BenchReport,
+  checkTargets,
+  type LevelReport,
+  type MeasuredLevel,
+  renderMarkdown,
+  writeReport,
+} from "./report.js";
+import { openServer } from "./server.js";
+import { medianBy } from "./stats.js";
+import { type LevelRun, runLevel, type Schedule, type Target } from "./workload.js";
+
+const RESULTS_DIR = join(import.meta.dirname, "results");
+const DECODE_BATCHES = [1, 2, 4, 8, 16];
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** Requests per client for each level, fixed by the first time-boxed run so every later run repeats the workload. */
+class Plans {
+  private readonly plans = new Map<number, number[]>();
+  constructor(private readonly seconds: number) {}
+
+  schedule(level: number): Schedule {
+    const plan = this.plans.get(level);
+    return plan === undefined
+      ? { kind: "seconds", seconds: this.seconds }
+      : { kind: "plan", perClient: plan };
+  }
+
+  record(level: number, run: LevelRun): void {
+    if (!this.plans.has(level)) this.plans.set(level, run.perClient);
+  }
+}
+
+interface PhaseRun {
+  run: LevelRun;
+  stealPercent: number | undefined;
+  batching?: BatchingStats;
+}
+
+/** Runs every level `repeats` times (levels interleaved, to spread the machine's noise) after one warm-up round. */
+async function runPhase(
+  name: string,
+  target: Target,
+  options: BenchOptions,
+  plans: Plans,
+  observe?: () => () => BatchingStats,
+): Promise<Map<number, PhaseRun[]>> {
+  const top = Math.max(...options.levels);
+  await runLevel(target, top, { kind: "plan", perClient: new Array<number>(top).fill(1) });
+  const runs = new Map<number, PhaseRun[]>(options.levels.map((level) => [level, []]));
+  for (let repeat = 1; repeat <= options.repeats; repeat++) {
+    for (const level of options.levels) {
+      const finish = observe?.();
+      const steal = startStealMeter();
+      const run = await runLevel(target, level, plans.schedule(level));
+      const stealPercent = steal();
+      plans.record(level, run);
+      const batching = finish?.();
+      runs.get(level)?.push(batching === undefined ? { run, stealPercent } : { run, stealPercent, batching });
+      const r = run.result;
+      log(
+        `${name} C=${level} run ${repeat}/${options.repeats}: ${r.requests} requests, ${r.completionTokens} tokens, ` +
+          `${r.tokensPerSecond.toFixed(1)} tok/s` +
+          (batching === undefined ? "" : `, ${batching.tokensPerDecode.toFixed(2)} tok/decode`) +
+          (stealPercent === undefined ? "" : `, ${stealPercent.toFixed(1)}% CPU steal`),
+      );
+    }
+  }
+  return runs;
+}
+
+function representative(runs: readonly PhaseRun[] | undefined): PhaseRun | undefined {
+  if (runs === undefined || runs.length === 0) return undefined;
+  return medianBy(runs, (r) => r.run.result.tokensPerSecond);
+}
+
+function measured(runs: readonly PhaseRun[] | undefined): MeasuredLevel | undefined {
+  const chosen = representative(runs);
+  if (chosen === undefined || runs === undefined) return undefined;
+  return {
+    ...chosen.run.result,
+    runsTokensPerSecond: runs.map((r) => r.run.result.tokensPerSecond),
+    stealPercent: chosen.stealPercent,
+  };
+}
+
+/** Diffs the runner's counters over one level. */
+function batchingObserver(stats: RunnerStats): () => () => BatchingStats {
+  return () => {
+    const before = { ...stats };
+    return () => {
+      const tokens = stats.generationStepTokens - before.generationStepTokens;
+      return {
+        tokensPerDecode: tokens / (stats.generationStepDecodes - before.generationStepDecodes),
+        tokensPerStep: tokens / (stats.generationSteps - before.generationSteps),
+      };
+    };
+  };
+}
+
+async function httpPhase(options: BenchOptions, modelId: string, parallel: number, plans: Plans) {
+  const server = await openServer(options.server, parallel);
+  log(`http: ${server.owned ? "started" : "using"} ${server.url}`);
+  try {
+    const target = httpTarget({
+      url: server.url,
+      apiKey: server.apiKey,
+      model: modelId,
+      maxTokens: options.maxTokens,
+    });
+    return await runPhase("http", target, options, plans);
+  } finally {
+    await server.stop();
+  }
+}
+
+async function enginePhase(options: BenchOptions, model: ModelConfig, modelsDir: string, plans: Plans) {
+  const engine = new LlamaEngine({
+    models: [model],
+    resolveModelPath: (m) => ensureModelFile(m, { modelsDir }),
+  });
+  await engine.start();
+  try {
+    const runner = engine.runners()[0];
+    if (runner === undefined) throw new Error("the engine loaded no model");
+    const target = engineTarget(engine, model.id, options.maxTokens);
+    return await runPhase("engine", target, options, plans, batchingObserver(runner.stats));
+  } finally {
+    await engine.dispose();
+  }
+}
+
+async function main(): Promise<void> {
+  const options = readBenchOptions();
+  const startedAt = new Date().toISOString();
+  const loadAverage = loadavg();
+  const config = loadConfig();
+  const modelId = options.model ?? config.models[0]?.id;
+  if (modelId === undefined) throw new Error("no model configured");
+  const configured = config.models.find((m) => m.id === modelId);
+  const local = options.phases.some((p) => p !== "http");
+  if (local && configured === undefined) throw new Error(`model ${modelId} is not in this machine's config`);
+  const parallel = Math.max(...options.levels);
+  const plans = new Plans(options.seconds);
+
+  // One model loaded at a time: the server is stopped before the engine starts, the engine before the raw decode.
+  const service = options.phases.includes("http")
+    ? await httpPhase(options, modelId, parallel, plans)
+    : undefined;
+  const engine =
+    options.phases.includes("engine") && configured !== undefined
+      ? await enginePhase(options, { ...configured, parallel }, config.modelsDir, plans)
+      : undefined;
+  let decodeCost: DecodeCostRow[] = [];
+  let decodeStealPercent: number | undefined;
+  if (options.phases.includes("decode") && configured !== undefined) {
+    log(`decode cost: B = ${DECODE_BATCHES.join(", ")}`);
+    const modelPath = await ensureModelFile(configured, { modelsDir: config.modelsDir });
+    const steal = startStealMeter();
+    decodeCost = await measureDecodeCost({
+      modelPath,
+      batches: DECODE_BATCHES,
+      steps: options.decodeSteps,
+      threads: configured.threads,
+    });
+    decodeStealPercent = steal();
+  }
+
+  const levels: LevelReport[] = options.levels.map((concurrency) => {
+    const s = measured(service?.get(concurrency));
+    const e = measured(engine?.get(concurrency));
+    return {
+      concurrency,
+      service: s,
+      engine: e,
+      batching: representative(engine?.get(concurrency))?.batching,
+      ratio: s !== undefined && e !== undefined ? s.tokensPerSecond / e.tokensPerSecond : undefined,
+    };
+  });
+  const report: BenchReport = {
+    startedAt,
+    machine: {
+      cpu: cpus()[0]?.model ?? "unknown CPU",
+      cores: usableCores(),
+      node: process.version,
+      loadAverage,
+    },
+    model: modelId,
+    settings: {
+      maxTokens: options.maxTokens,
+      seconds: options.seconds,
+      repeats: options.repeats,
+      parallel,
+      decodeSteps: options.decodeSteps,
+    },
+    levels,
+    decodeCost,
+    decodeStealPercent,
+    targets: checkTargets(levels, decodeCost),
+  };
+  process.stdout.write(`\n${renderMarkdown(report)}`);
+  const written = await writeReport(report, RESULTS_DIR);
+  log(`\nwrote ${written.join(", ")}`);
+}
+
+main().catch((err: unknown) => {
+  log(err instanceof Error ? (err.stack ?? err.message) : String(err));
+  process.exitCode = 1;
+});
