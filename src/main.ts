@@ -89,6 +89,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       http.closeAllConnections();
       await engine.dispose();
       await closed;
+      await tenancy.dispose(); // writes the coalesced last_used_at times before the store closes
       await store.close();
     })();
     return closing;

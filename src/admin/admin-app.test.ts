@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppEnv } from "../app/env.js";
 import { toApiError } from "../errors/api-error.js";
 import { openStore, type Store } from "../store/open-store.js";
+import { AUDIT_ACTIONS } from "../tenancy/audit.js";
 import { TenancyService } from "../tenancy/tenancy-service.js";
 import { createAdminApp } from "./admin-app.js";
 import { loadOrCreateAdminToken, readAdminToken } from "./admin-token.js";
@@ -22,7 +23,11 @@ let app: Hono<AppEnv>;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "hearth-admin-"));
   store = await openStore({ dataDir: dir });
-  tenancy = new TenancyService(store.db, { keySecret: Buffer.alloc(32, 3), modelIds: MODELS });
+  tenancy = new TenancyService(store.db, {
+    keySecret: Buffer.alloc(32, 3),
+    modelIds: MODELS,
+    passwordParams: { N: 1 << 10, r: 8, p: 1 },
+  });
   app = new Hono<AppEnv>();
   app.route("/admin/v1", createAdminApp(tenancy, ADMIN_TOKEN));
   app.onError((err, c) => {
@@ -32,6 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await tenancy?.dispose();
   await store?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -182,7 +188,13 @@ describe("keys", () => {
     expect(created.status).toBe(201);
     const key: string = created.json.key;
     expect(key).toMatch(/^sk-[0-9A-Za-z]{43}$/);
-    expect(created.json).toMatchObject({ object: "api_key", name: "ci", org: "acme", revoked_at: null });
+    expect(created.json).toMatchObject({
+      object: "api_key",
+      name: "ci",
+      org: "acme",
+      revoked_at: null,
+      created_by: "admin",
+    });
     expect(created.json.id).toMatch(/^key_/);
     const expiresIn = Date.parse(created.json.expires_at) - Date.parse(created.json.created_at);
     expect(expiresIn).toBeGreaterThan(3590_000);
@@ -233,6 +245,130 @@ describe("keys", () => {
       "invalid_request_error",
       "name",
     );
+  });
+});
+
+describe("limits", () => {
+  it("stores rpm and tpm at creation (0 = unlimited) and sets them later", async () => {
+    const created = await admin("POST", "/orgs", { name: "metered", rpm: 100, tpm: 0 });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({ rpm: 100, tpm: null });
+    const set = await admin("PATCH", "/orgs/metered/limits", { tpm: 20_000 });
+    expect(set.status).toBe(200);
+    expect(set.json).toMatchObject({ name: "metered", rpm: 100, tpm: 20_000 });
+    expect((await admin("PATCH", "/orgs/metered/limits", { rpm: 0, tpm: null })).json).toMatchObject({
+      rpm: null,
+      tpm: null,
+    });
+  });
+
+  it("refuses bad limits and unknown orgs", async () => {
+    expectError(await admin("PATCH", "/orgs/metered/limits", {}), 400, "invalid_request_error", "rpm");
+    expectError(
+      await admin("PATCH", "/orgs/metered/limits", { rpm: -1 }),
+      400,
+      "invalid_request_error",
+      "rpm",
+    );
+    expectError(
+      await admin("PATCH", "/orgs/metered/limits", { tpm: 1.5 }),
+      400,
+      "invalid_request_error",
+      "tpm",
+    );
+    expectError(await admin("POST", "/orgs", { name: "m2", rpm: "10" }), 400, "invalid_request_error", "rpm");
+    expectError(await admin("PATCH", "/orgs/nope/limits", { rpm: 5 }), 404, "org_not_found");
+  });
+});
+
+describe("users", () => {
+  it("creates a user with a generated password returned once, never a hash", async () => {
+    const created = await admin("POST", "/orgs/acme/users", { email: "Owner@Acme.test", role: "owner" });
+    expect(created.status).toBe(201);
+    expect(created.json).toMatchObject({
+      object: "user",
+      email: "owner@acme.test",
+      role: "owner",
+      org: "acme",
+    });
+    expect(created.json.id).toMatch(/^user_/);
+    expect(created.json.password).toMatch(/^[0-9A-Za-z]{22}$/);
+    expect(JSON.stringify(created.json)).not.toContain("scrypt");
+
+    const given = await admin("POST", "/orgs/acme/users", { email: "m@acme.test", password: "long enough" });
+    expect(given.status).toBe(201);
+    expect(given.json.role).toBe("member");
+    expect(given.json).not.toHaveProperty("password");
+
+    const list = await admin("GET", "/orgs/acme/users");
+    expect(list.json.data.map((u: { email: string; role: string }) => [u.email, u.role])).toEqual([
+      ["m@acme.test", "member"],
+      ["owner@acme.test", "owner"],
+    ]);
+    expect(JSON.stringify(list.json)).not.toContain(created.json.password);
+    expect(JSON.stringify(list.json)).not.toContain("scrypt");
+  });
+
+  it("maps user failures to 400, 404 and 409", async () => {
+    expectError(await admin("POST", "/orgs/acme/users", { email: "OWNER@acme.test" }), 409, "conflict");
+    expectError(await admin("POST", "/orgs/nope/users", { email: "x@acme.test" }), 404, "org_not_found");
+    expectError(await admin("GET", "/orgs/nope/users"), 404, "org_not_found");
+    expectError(
+      await admin("POST", "/orgs/acme/users", { email: "bad" }),
+      400,
+      "invalid_request_error",
+      "email",
+    );
+    expectError(await admin("POST", "/orgs/acme/users", {}), 400, "invalid_request_error", "email");
+    expectError(
+      await admin("POST", "/orgs/acme/users", { email: "y@acme.test", password: "short" }),
+      400,
+      "invalid_request_error",
+      "password",
+    );
+    expectError(
+      await admin("POST", "/orgs/acme/users", { email: "y@acme.test", role: "admin" }),
+      400,
+      "invalid_request_error",
+      "role",
+    );
+    expect((await admin("GET", "/orgs/acme/users")).json.data).toHaveLength(2);
+  });
+});
+
+describe("audit", () => {
+  it("records every change as the admin, newest first, and never a secret", async () => {
+    const key = await admin("POST", "/orgs/acme/keys", { name: "audited" });
+    await admin("DELETE", `/keys/${key.json.id}`);
+    const list = await admin("GET", "/audit?limit=1000");
+    expect(list.status).toBe(200);
+    const entries: { id: number; action: string; actor: string; target: string; at: string }[] =
+      list.json.data;
+    expect(entries[0]).toMatchObject({ action: "key.revoke", actor: "admin", target: key.json.id });
+    expect(entries[1]).toMatchObject({ action: "key.create", actor: "admin", target: key.json.id });
+    const actions = new Set(entries.map((e) => e.action));
+    for (const action of AUDIT_ACTIONS) {
+      expect(actions, action).toContain(action);
+    }
+    expect(entries.map((e) => e.id)).toEqual([...entries.map((e) => e.id)].sort((a, b) => b - a));
+    expect(JSON.stringify(list.json)).not.toContain(key.json.key);
+
+    const page = await admin("GET", `/audit?limit=2&before=${entries[0]?.id}`);
+    expect(page.json.data.map((e: { id: number }) => e.id)).toEqual([entries[1]?.id, entries[2]?.id]);
+    const metered = await admin("GET", "/audit?org=metered");
+    expect(metered.json.data.map((e: { action: string }) => e.action)).toEqual([
+      "limits.set",
+      "limits.set",
+      "org.create",
+    ]);
+  });
+
+  it("validates the query and refuses requests without the admin token", async () => {
+    expectError(await admin("GET", "/audit?limit=0"), 400, "invalid_request_error", "limit");
+    expectError(await admin("GET", "/audit?limit=abc"), 400, "invalid_request_error", "limit");
+    expectError(await admin("GET", "/audit?colour=red"), 400, "invalid_request_error", "colour");
+    expectError(await admin("GET", "/audit?org=nope"), 404, "org_not_found");
+    expectError(await admin("GET", "/audit", undefined, null), 401, "invalid_admin_token");
   });
 });
 

@@ -1,4 +1,5 @@
-// The admin API (/admin/v1) used by the CLI and the dashboard: orgs, grants and keys behind the admin token.
+// The admin API (/admin/v1) used by the CLI and the dashboard: orgs, limits, grants, keys, users and the audit
+// trail, behind the admin token. Every change is made as the actor "admin".
 import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import type { z } from "zod";
@@ -11,8 +12,10 @@ import {
   InvalidRequestError,
   NotFoundError,
 } from "../errors/api-error.js";
+import { ADMIN_ACTOR } from "../tenancy/audit.js";
 import {
   DuplicateOrgError,
+  DuplicateUserError,
   GrantNotFoundError,
   KeyNotFoundError,
   OrgNotFoundError,
@@ -22,13 +25,19 @@ import {
 import type { TenancyService } from "../tenancy/tenancy-service.js";
 import { adminTokenMatches } from "./admin-token.js";
 import {
+  auditQuerySchema,
+  auditWire,
   createdKeyWire,
+  createdUserWire,
   createKeyBodySchema,
   createOrgBodySchema,
+  createUserBodySchema,
   grantBodySchema,
   keyWire,
   listWire,
   orgWire,
+  setLimitsBodySchema,
+  userWire,
 } from "./wire.js";
 
 /** Only the admin token opens these routes; an API key, however valid, is just a wrong token here. */
@@ -51,8 +60,47 @@ export function createAdminApp(tenancy: TenancyService, adminToken: string): Hon
 
   app.post("/orgs", async (c) => {
     const body = await parseBody(c, createOrgBodySchema);
-    const org = await domain(() => tenancy.createOrg(body.name, body.models ?? []), { model: "models" });
+    const org = await domain(
+      () =>
+        tenancy.createOrg(body.name, body.models ?? [], { rpm: body.rpm, tpm: body.tpm, actor: ADMIN_ACTOR }),
+      { model: "models" },
+    );
     return c.json(orgWire(org), 201);
+  });
+
+  app.patch("/orgs/:name/limits", async (c) => {
+    const body = await parseBody(c, setLimitsBodySchema);
+    const org = await domain(() =>
+      tenancy.setLimits(c.req.param("name"), { rpm: body.rpm, tpm: body.tpm }, ADMIN_ACTOR),
+    );
+    return c.json(orgWire(org));
+  });
+
+  app.get("/orgs/:name/users", async (c) => {
+    const list = await domain(() => tenancy.listUsers(c.req.param("name")));
+    return c.json(listWire(list.map(userWire)));
+  });
+
+  app.post("/orgs/:name/users", async (c) => {
+    const body = await parseBody(c, createUserBodySchema);
+    const user = await domain(() =>
+      tenancy.createUser({
+        orgName: c.req.param("name"),
+        email: body.email,
+        password: body.password,
+        role: body.role,
+        actor: ADMIN_ACTOR,
+      }),
+    );
+    return c.json(createdUserWire(user), 201);
+  });
+
+  app.get("/audit", async (c) => {
+    const query = parseQuery(c, auditQuerySchema);
+    const entries = await domain(() =>
+      tenancy.listAudit({ orgName: query.org, limit: query.limit, beforeId: query.before }),
+    );
+    return c.json(listWire(entries.map(auditWire)));
   });
 
   app.get("/orgs/:name", async (c) => {
@@ -64,13 +112,15 @@ export function createAdminApp(tenancy: TenancyService, adminToken: string): Hon
 
   app.post("/orgs/:name/grants", async (c) => {
     const body = await parseBody(c, grantBodySchema);
-    const org = await domain(() => tenancy.grantModel(c.req.param("name"), body.model));
+    const org = await domain(() => tenancy.grantModel(c.req.param("name"), body.model, ADMIN_ACTOR));
     return c.json(orgWire(org));
   });
 
   // Model ids may contain "/" (e.g. "org/model"); the greedy pattern accepts them encoded or not.
   app.delete("/orgs/:name/grants/:model{.+}", async (c) => {
-    const org = await domain(() => tenancy.revokeModel(c.req.param("name"), c.req.param("model")));
+    const org = await domain(() =>
+      tenancy.revokeModel(c.req.param("name"), c.req.param("model"), ADMIN_ACTOR),
+    );
     return c.json(orgWire(org));
   });
 
@@ -84,13 +134,13 @@ export function createAdminApp(tenancy: TenancyService, adminToken: string): Hon
     const expiresAt =
       body.expires_in === undefined ? undefined : new Date(Date.now() + body.expires_in * 1000);
     const created = await domain(() =>
-      tenancy.createKey(c.req.param("name"), { name: body.name, expiresAt }),
+      tenancy.createKey(c.req.param("name"), { name: body.name, expiresAt, actor: ADMIN_ACTOR }),
     );
     return c.json(createdKeyWire(created), 201);
   });
 
   app.delete("/keys/:id", async (c) => {
-    const key = await domain(() => tenancy.revokeKey(c.req.param("id")));
+    const key = await domain(() => tenancy.revokeKey(c.req.param("id"), ADMIN_ACTOR));
     return c.json(keyWire(key));
   });
 
@@ -110,6 +160,15 @@ async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Pr
       );
     }
   }
+  return validate(raw, schema);
+}
+
+/** Parses the query string with `schema`; 400 with the offending `param` otherwise. */
+function parseQuery<S extends z.ZodType>(c: Context<AppEnv>, schema: S): z.output<S> {
+  return validate(c.req.query(), schema);
+}
+
+function validate<S extends z.ZodType>(raw: unknown, schema: S): z.output<S> {
   const parsed = schema.safeParse(raw, { reportInput: true });
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
@@ -157,7 +216,8 @@ export function toAdminApiError(err: unknown, params: ParamNames = {}): ApiError
   if (err instanceof OrgNotFoundError) return new NotFoundError(err.message, "org_not_found");
   if (err instanceof KeyNotFoundError) return new NotFoundError(err.message, "key_not_found");
   if (err instanceof GrantNotFoundError) return new NotFoundError(err.message, "grant_not_found");
-  if (err instanceof DuplicateOrgError) return new ConflictError(err.message);
+  if (err instanceof DuplicateOrgError || err instanceof DuplicateUserError)
+    return new ConflictError(err.message);
   if (err instanceof UnknownModelIdError) {
     return new InvalidRequestError(err.message, params.model ?? "model", "unknown_model");
   }

@@ -1,14 +1,45 @@
-// Wire shapes of the admin API: zod request bodies and the JSON renderings of orgs and keys.
+// Wire shapes of the admin API: zod request bodies and the JSON renderings of orgs, keys, users and audit entries.
 import { z } from "zod";
-import type { CreatedKey, KeyInfo, Org } from "../tenancy/tenancy-service.js";
+import type { AuditEntry } from "../tenancy/audit.js";
+import type { CreatedKey, CreatedUser, KeyInfo, Org, OrgUser } from "../tenancy/tenancy-service.js";
 
 // Ten years: long enough for any real use, short enough that the date arithmetic cannot overflow.
 const MAX_EXPIRES_IN_SECONDS = 10 * 365 * 24 * 3600;
+
+/** Requests or tokens per minute: 0 or null = unlimited. */
+const limitValue = z.number().int().min(0).max(2_000_000_000).nullable();
 
 export const createOrgBodySchema = z
   .object({
     name: z.string().min(1).max(64),
     models: z.array(z.string().min(1)).optional(),
+    rpm: limitValue.optional(),
+    tpm: limitValue.optional(),
+  })
+  .strict();
+
+export const setLimitsBodySchema = z
+  .object({ rpm: limitValue.optional(), tpm: limitValue.optional() })
+  .strict()
+  .refine((body) => body.rpm !== undefined || body.tpm !== undefined, {
+    message: "give at least one of rpm and tpm",
+    path: ["rpm"],
+  });
+
+export const createUserBodySchema = z
+  .object({
+    email: z.string().min(1).max(254),
+    /** Absent: the server generates one and returns it once. */
+    password: z.string().min(8).max(1024).optional(),
+    role: z.enum(["owner", "member"]).optional(),
+  })
+  .strict();
+
+export const auditQuerySchema = z
+  .object({
+    org: z.string().min(1).optional(),
+    limit: z.coerce.number().int().min(1).max(1000).optional(),
+    before: z.coerce.number().int().min(1).optional(),
   })
   .strict();
 
@@ -25,6 +56,32 @@ export const createKeyBodySchema = z
 export type CreateOrgBody = z.infer<typeof createOrgBodySchema>;
 export type GrantBody = z.infer<typeof grantBodySchema>;
 export type CreateKeyBody = z.infer<typeof createKeyBodySchema>;
+export type CreateUserBody = z.infer<typeof createUserBodySchema>;
+
+export interface UserWire {
+  object: "user";
+  id: string;
+  email: string;
+  org: string;
+  role: "owner" | "member";
+  created_at: string;
+}
+
+/** The response to creating a user without a password: the only one that carries the generated password. */
+export interface CreatedUserWire extends UserWire {
+  password?: string;
+}
+
+export interface AuditWire {
+  object: "audit_entry";
+  id: number;
+  at: string;
+  actor: string;
+  action: string;
+  org_id: string | null;
+  target: string;
+  details: Record<string, unknown> | null;
+}
 
 export interface OrgWire {
   object: "organization";
@@ -50,6 +107,7 @@ export interface KeyWire {
   last_used_at: string | null;
   expires_at: string | null;
   revoked_at: string | null;
+  created_by: string | null;
 }
 
 /** The response to creating a key: the only response that carries the secret. */
@@ -88,6 +146,7 @@ export function keyWire(key: KeyInfo): KeyWire {
     last_used_at: key.lastUsedAt?.toISOString() ?? null,
     expires_at: key.expiresAt?.toISOString() ?? null,
     revoked_at: key.revokedAt?.toISOString() ?? null,
+    created_by: key.createdBy,
   };
 }
 
@@ -106,6 +165,37 @@ export function createdKeyWire(key: CreatedKey): CreatedKeyWire {
     last_used_at: null,
     expires_at: key.expiresAt?.toISOString() ?? null,
     revoked_at: null,
+    created_by: key.createdBy,
+  };
+}
+
+export function userWire(user: OrgUser): UserWire {
+  return {
+    object: "user",
+    id: user.id,
+    email: user.email,
+    org: user.orgName,
+    role: user.role,
+    created_at: user.createdAt.toISOString(),
+  };
+}
+
+export function createdUserWire(user: CreatedUser): CreatedUserWire {
+  const wire: CreatedUserWire = userWire(user);
+  if (user.generatedPassword !== null) wire.password = user.generatedPassword;
+  return wire;
+}
+
+export function auditWire(entry: AuditEntry): AuditWire {
+  return {
+    object: "audit_entry",
+    id: entry.id,
+    at: entry.at.toISOString(),
+    actor: entry.actor,
+    action: entry.action,
+    org_id: entry.orgId,
+    target: entry.target,
+    details: entry.details,
   };
 }
 

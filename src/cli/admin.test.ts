@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Command } from "commander";
+import { Command, CommanderError } from "commander";
 import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,8 +11,10 @@ import type { AppEnv } from "../app/env.js";
 import type { HearthConfig } from "../config/schema.js";
 import { toApiError } from "../errors/api-error.js";
 import { openStore, type Store } from "../store/open-store.js";
+import { users as usersTable } from "../store/schema.js";
+import { AUDIT_ACTIONS } from "../tenancy/audit.js";
 import { TenancyService } from "../tenancy/tenancy-service.js";
-import { type AdminCommandsOptions, registerAdminCommands } from "./admin.js";
+import { type AdminCommandsOptions, parseDuration, registerAdminCommands } from "./admin.js";
 
 const SERVER_URL = "http://hearth.test:8000";
 
@@ -40,7 +42,11 @@ function configFor(overrides: Partial<HearthConfig> = {}): HearthConfig {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "hearth-cli-"));
   store = await openStore({ dataDir: dir });
-  tenancy = new TenancyService(store.db, { keySecret: Buffer.alloc(32, 5), modelIds: ["tiny", "small"] });
+  tenancy = new TenancyService(store.db, {
+    keySecret: Buffer.alloc(32, 5),
+    modelIds: ["tiny", "small"],
+    passwordParams: { N: 1 << 10, r: 8, p: 1 },
+  });
   // The CLI finds the token the server created in the data dir.
   adminToken = loadOrCreateAdminToken({ dataDir: dir, adminToken: undefined });
   app = new Hono<AppEnv>();
@@ -52,6 +58,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await tenancy?.dispose();
   await store?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -75,7 +82,14 @@ async function hearth(
     expect(url.startsWith(`${SERVER_URL}/admin/v1/`)).toBe(true);
     return app.request(url, init);
   };
-  const program = new Command("hearth").exitOverride();
+  const program = new Command("hearth").exitOverride().configureOutput({
+    writeOut: (text) => {
+      result.stdout += text;
+    },
+    writeErr: (text) => {
+      result.stderr += text;
+    },
+  });
   registerAdminCommands(program, () => config, {
     fetch: fetchImpl ?? inMemoryFetch,
     stdout: (text) => {
@@ -88,7 +102,13 @@ async function hearth(
       result.exitCode = code;
     },
   });
-  await program.parseAsync(args, { from: "user" });
+  try {
+    await program.parseAsync(args, { from: "user" });
+  } catch (err) {
+    // Commander refused the arguments (it already wrote why to writeErr).
+    if (!(err instanceof CommanderError)) throw err;
+    result.exitCode = err.exitCode;
+  }
   return result;
 }
 
@@ -106,7 +126,9 @@ describe("hearth orgs", () => {
     const listed = await hearth(["orgs", "list", "--json"]);
     const orgs = JSON.parse(listed.stdout) as { name: string; models: string[] }[];
     expect(orgs).toEqual([expect.objectContaining({ name: "acme", models: ["small", "tiny"] })]);
-    expect((await hearth(["orgs", "list"])).stdout).toMatch(/^NAME\s+ID\s+MODELS\s+CREATED\nacme\s+org_/);
+    expect((await hearth(["orgs", "list"])).stdout).toMatch(
+      /^NAME\s+ID\s+MODELS\s+RPM\s+TPM\s+CREATED\nacme\s+org_\S+\s+small, tiny\s+unlimited\s+unlimited\s/,
+    );
 
     expect((await hearth(["orgs", "revoke", "acme", "tiny"])).exitCode).toBe(0);
     expect((await tenancy.getOrgByName("acme"))?.models).toEqual(["small"]);
@@ -151,17 +173,161 @@ describe("hearth keys", () => {
     expect(keys.map((k) => k.name)).toContain("to-revoke");
     expect(listed.stdout).not.toContain(created.key);
     const table = await hearth(["keys", "list", "--org", "acme"]);
-    expect(table.stdout).toMatch(/^ID\s+NAME\s+KEY\s+CREATED\s+LAST USED\s+STATUS\n/);
+    expect(table.stdout).toMatch(/^ID\s+NAME\s+KEY\s+CREATED\s+LAST USED\s+EXPIRES\s+REVOKED\s+STATUS\n/);
     expect(table.stdout).toContain(`${created.key.slice(0, 7)}...${created.key.slice(-4)}`);
     expect(table.stdout).not.toContain(created.key);
 
     const revoked = await hearth(["keys", "revoke", created.id]);
     expect(revoked).toMatchObject({ stderr: "", exitCode: 0 });
     expect(await tenancy.verifyKey(created.key)).toBeNull();
-    expect((await hearth(["keys", "list", "--org", "acme"])).stdout).toMatch(/to-revoke.*revoked/);
+    const after = (await hearth(["keys", "list", "--org", "acme"])).stdout;
+    expect(after).toMatch(/to-revoke\s+sk-\S+\s+[\d-]+ [\d:]+\s+never\s+never\s+[\d-]+ [\d:]+\s+revoked\n/);
 
     const missing = await hearth(["keys", "revoke", "key_missing"]);
     expect(missing).toMatchObject({ exitCode: 1, stderr: 'hearth: API key "key_missing" does not exist.\n' });
+  });
+});
+
+describe("hearth orgs limits", () => {
+  it("stores rpm and tpm at creation and shows them in orgs list", async () => {
+    const created = await hearth(["orgs", "create", "limited", "--rpm", "60", "--tpm", "0", "--json"]);
+    expect(created.exitCode).toBe(0);
+    expect(JSON.parse(created.stdout)).toMatchObject({ name: "limited", rpm: 60, tpm: null });
+    expect((await tenancy.getOrgByName("limited"))?.rpm).toBe(60);
+    const table = (await hearth(["orgs", "list"])).stdout;
+    expect(table).toMatch(/\nlimited\s+org_\S+\s+\(none\)\s+60\s+unlimited\s/);
+  });
+
+  it("sets limits, keeping a limit that is not given; 0 means unlimited", async () => {
+    const set = await hearth(["orgs", "set-limits", "limited", "--tpm", "5000"]);
+    expect(set).toMatchObject({ stderr: "", exitCode: 0 });
+    expect(set.stdout).toBe('Limits of organization "limited": rpm 60, tpm 5000.\n');
+    await hearth(["orgs", "set-limits", "limited", "--rpm", "0"]);
+    const org = await tenancy.getOrgByName("limited");
+    expect(org).toMatchObject({ rpm: null, tpm: 5000 });
+  });
+
+  it("refuses bad limits and unknown orgs with exit code 1", async () => {
+    const none = await hearth(["orgs", "set-limits", "limited"]);
+    expect(none).toMatchObject({
+      exitCode: 1,
+      stderr: "hearth: give --rpm, --tpm or both (0 = unlimited)\n",
+    });
+    const negative = await hearth(["orgs", "set-limits", "limited", "--rpm", "-5"]);
+    expect(negative.exitCode).toBe(1);
+    const word = await hearth(["orgs", "create", "x1", "--rpm", "lots"]);
+    expect(word.exitCode).toBe(1);
+    expect(word.stderr).toContain("expected a whole number");
+    expect(await tenancy.getOrgByName("x1")).toBeNull();
+    const unknown = await hearth(["orgs", "set-limits", "nobody", "--rpm", "5"]);
+    expect(unknown).toMatchObject({ exitCode: 1, stderr: 'hearth: Organization "nobody" does not exist.\n' });
+    expect((await tenancy.getOrgByName("limited"))?.tpm).toBe(5000);
+  });
+});
+
+describe("hearth keys create --expires-in", () => {
+  it.each([
+    ["3600s", 3600],
+    ["90m", 5400],
+    ["12h", 43_200],
+    ["30d", 2_592_000],
+    ["60", 60],
+  ])("accepts %s", async (text, seconds) => {
+    const result = await hearth(["keys", "create", "--org", "acme", "--expires-in", text, "--json"]);
+    expect(result.exitCode).toBe(0);
+    const created = JSON.parse(result.stdout) as { created_at: string; expires_at: string };
+    const delta = Date.parse(created.expires_at) - Date.parse(created.created_at);
+    expect(Math.abs(delta - seconds * 1000)).toBeLessThan(2000);
+  });
+
+  it.each(["0d", "-1h", "30x", "1.5h", "d", ""])("refuses %j", async (text) => {
+    const before = (await tenancy.listKeys("acme")).length;
+    const result = await hearth(["keys", "create", "--org", "acme", "--expires-in", text]);
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr).toContain("expected a positive duration");
+    expect(result.requests).toEqual([]);
+    expect(await tenancy.listKeys("acme")).toHaveLength(before);
+  });
+
+  it("parses durations", () => {
+    expect(parseDuration("30d")).toBe(2_592_000);
+    expect(parseDuration(" 2h ")).toBe(7200);
+    expect(() => parseDuration("1w")).toThrow();
+  });
+});
+
+describe("hearth users", () => {
+  it("creates a user with a generated password printed once as the last line", async () => {
+    const result = await hearth([
+      "users",
+      "create",
+      ...["--org", "acme", "--email", "Ann@Example.com"],
+      "--role",
+      "owner",
+    ]);
+    expect(result).toMatchObject({ stderr: "", exitCode: 0 });
+    expect(result.stdout).toMatch(
+      /^Created user ann@example.com \(user_\w+\) as owner of organization "acme"\./,
+    );
+    const password = lastLine(result.stdout);
+    expect(password).toMatch(/^[0-9A-Za-z]{22}$/);
+    const users = await tenancy.listUsers("acme");
+    expect(users).toEqual([expect.objectContaining({ email: "ann@example.com", role: "owner" })]);
+    // The password is stored nowhere in clear.
+    const rows = await store.db.select().from(usersTable);
+    expect(JSON.stringify(rows)).not.toContain(password);
+  });
+
+  it("takes a given password and defaults to member; prints no password then", async () => {
+    const args = ["--org", "acme", "--email", "bob@example.com", "--password", "s3cret-enough", "--json"];
+    const result = await hearth(["users", "create", ...args]);
+    expect(result.exitCode).toBe(0);
+    const user = JSON.parse(result.stdout) as Record<string, unknown>;
+    expect(user).toMatchObject({ email: "bob@example.com", role: "member", org: "acme" });
+    expect(user).not.toHaveProperty("password");
+    expect(result.stdout).not.toContain("s3cret-enough");
+  });
+
+  it("refuses duplicates, unknown orgs, bad roles, emails and passwords with exit code 1", async () => {
+    const cases: [string[], RegExp][] = [
+      [
+        ["--org", "acme", "--email", "ANN@example.com"],
+        /^hearth: A user with email "ann@example.com" already exists\.\n$/,
+      ],
+      [["--org", "nobody", "--email", "c@example.com"], /^hearth: Organization "nobody" does not exist\.\n$/],
+      [["--org", "acme", "--email", "not-an-email"], /^hearth: Invalid email address "not-an-email"\.\n$/],
+      [["--org", "acme", "--email", "d@example.com", "--password", "short"], /password/],
+      [["--org", "acme", "--email", "e@example.com", "--role", "admin"], /expected "owner" or "member"/],
+    ];
+    for (const [args, stderr] of cases) {
+      const result = await hearth(["users", "create", ...args]);
+      expect(result.exitCode, args.join(" ")).toBe(1);
+      expect(result.stderr).toMatch(stderr);
+    }
+    expect((await tenancy.listUsers("acme")).map((u) => u.email)).toEqual([
+      "ann@example.com",
+      "bob@example.com",
+    ]);
+  });
+});
+
+describe("hearth audit", () => {
+  it("lists the changes made through the CLI, newest first, as the admin", async () => {
+    const result = await hearth(["audit", "--json", "--limit", "1000"]);
+    expect(result.exitCode).toBe(0);
+    const entries = JSON.parse(result.stdout) as { action: string; actor: string; target: string }[];
+    const actions = new Set(entries.map((e) => e.action));
+    for (const action of AUDIT_ACTIONS) {
+      expect(actions, action).toContain(action);
+    }
+    expect(new Set(entries.map((e) => e.actor))).toEqual(new Set(["admin"]));
+    expect(entries[0]?.action).toBe("user.create");
+    const table = await hearth(["audit", "--org", "limited", "--limit", "2"]);
+    expect(table.stdout).toMatch(
+      /^TIME\s+ACTOR\s+ACTION\s+TARGET\s+ORG\n.*admin\s+limits\.set\s+limited\s+org_/,
+    );
+    expect(table.stdout.trimEnd().split("\n")).toHaveLength(3);
+    expect((await hearth(["audit", "--org", "nobody"])).exitCode).toBe(1);
   });
 });
 

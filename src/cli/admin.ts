@@ -1,7 +1,14 @@
-// `hearth keys …` and `hearth orgs …`: thin clients of the running server's admin API.
+// `hearth keys|orgs|users|audit …`: thin clients of the running server's admin API.
 import { type Command, InvalidArgumentError } from "commander";
 import { adminTokenPath, readAdminToken } from "../admin/admin-token.js";
-import type { CreatedKeyWire, KeyWire, ListWire, OrgWire } from "../admin/wire.js";
+import type {
+  AuditWire,
+  CreatedKeyWire,
+  CreatedUserWire,
+  KeyWire,
+  ListWire,
+  OrgWire,
+} from "../admin/wire.js";
 import type { HearthConfig } from "../config/schema.js";
 
 export interface AdminCommandsOptions {
@@ -62,7 +69,11 @@ export function registerAdminCommands(
     .description("create an API key; the secret is printed once, as the last line")
     .requiredOption("--org <name>", "organization the key belongs to")
     .option("--name <label>", "a label to recognise the key by")
-    .option("--expires-in <seconds>", "the key stops working after this many seconds", positiveInteger)
+    .option(
+      "--expires-in <duration>",
+      "the key stops working after this long: 3600s, 90m, 12h, 30d (plain numbers are seconds)",
+      parseDuration,
+    )
     .option("--json", "print one JSON object instead")
     .action(
       run(async (client, opts: { org: string; name?: string; expiresIn?: number; json?: boolean }) => {
@@ -95,9 +106,12 @@ export function registerAdminCommands(
           k.display,
           day(k.created_at),
           k.last_used_at === null ? "never" : day(k.last_used_at),
+          k.expires_at === null ? "never" : day(k.expires_at),
+          k.revoked_at === null ? "-" : day(k.revoked_at),
           keyStatus(k),
         ]);
-        for (const line of table(["ID", "NAME", "KEY", "CREATED", "LAST USED", "STATUS"], rows)) io.out(line);
+        const header = ["ID", "NAME", "KEY", "CREATED", "LAST USED", "EXPIRES", "REVOKED", "STATUS"];
+        for (const line of table(header, rows)) io.out(line);
       }),
     );
 
@@ -121,12 +135,42 @@ export function registerAdminCommands(
     .description("create an organization")
     .argument("<name>", "organization name")
     .option("--models <ids>", "comma-separated model ids to grant", commaList)
+    .option("--rpm <n>", "requests per minute (0 = unlimited, the default)", limit)
+    .option("--tpm <n>", "tokens per minute (0 = unlimited, the default)", limit)
     .option("--json", "print one JSON object instead")
     .action(
-      run(async (client, name: string, opts: { models?: string[]; json?: boolean }) => {
-        const org = await client.request<OrgWire>("POST", "/orgs", { name, models: opts.models ?? [] });
+      run(
+        async (
+          client,
+          name: string,
+          opts: { models?: string[]; rpm?: number; tpm?: number; json?: boolean },
+        ) => {
+          const body = { name, models: opts.models ?? [], ...limitsBody(opts) };
+          const org = await client.request<OrgWire>("POST", "/orgs", body);
+          if (opts.json === true) return io.out(JSON.stringify(org, null, 2));
+          io.out(
+            `Created organization "${org.name}" (${org.id}) with models: ${modelList(org.models)}; ` +
+              `limits: ${limitsText(org)}.`,
+          );
+        },
+      ),
+    );
+
+  orgs
+    .command("set-limits")
+    .description("set an organization's requests and tokens per minute (0 = unlimited)")
+    .argument("<name>", "organization name")
+    .option("--rpm <n>", "requests per minute (0 = unlimited)", limit)
+    .option("--tpm <n>", "tokens per minute (0 = unlimited)", limit)
+    .option("--json", "print one JSON object instead")
+    .action(
+      run(async (client, name: string, opts: { rpm?: number; tpm?: number; json?: boolean }) => {
+        if (opts.rpm === undefined && opts.tpm === undefined) {
+          throw new AdminCliError("give --rpm, --tpm or both (0 = unlimited)");
+        }
+        const org = await client.request<OrgWire>("PATCH", `/orgs/${seg(name)}/limits`, limitsBody(opts));
         if (opts.json === true) return io.out(JSON.stringify(org, null, 2));
-        io.out(`Created organization "${org.name}" (${org.id}) with models: ${modelList(org.models)}.`);
+        io.out(`Limits of organization "${org.name}": ${limitsText(org)}.`);
       }),
     );
 
@@ -139,8 +183,15 @@ export function registerAdminCommands(
         const list = await client.request<ListWire<OrgWire>>("GET", "/orgs");
         if (opts.json === true) return io.out(JSON.stringify(list.data, null, 2));
         if (list.data.length === 0) return io.out("No organizations.");
-        const rows = list.data.map((o) => [o.name, o.id, modelList(o.models), day(o.created_at)]);
-        for (const line of table(["NAME", "ID", "MODELS", "CREATED"], rows)) io.out(line);
+        const rows = list.data.map((o) => [
+          o.name,
+          o.id,
+          modelList(o.models),
+          limitText(o.rpm),
+          limitText(o.tpm),
+          day(o.created_at),
+        ]);
+        for (const line of table(["NAME", "ID", "MODELS", "RPM", "TPM", "CREATED"], rows)) io.out(line);
       }),
     );
 
@@ -165,6 +216,57 @@ export function registerAdminCommands(
       run(async (client, name: string, model: string) => {
         const org = await client.request<OrgWire>("DELETE", `/orgs/${seg(name)}/grants/${seg(model)}`);
         io.out(`Revoked "${model}" from organization "${org.name}"; its models: ${modelList(org.models)}.`);
+      }),
+    );
+
+  const usersCommand = program
+    .command("users")
+    .description("manage dashboard users (needs a running server)");
+
+  usersCommand
+    .command("create")
+    .description("create a user in an organization; without --password one is generated and printed once")
+    .requiredOption("--org <name>", "organization the user belongs to")
+    .requiredOption("--email <address>", "the user's email address (their sign-in name)")
+    .option("--password <password>", "initial password (at least 8 characters)")
+    .option("--role <role>", "owner or member", role, "member")
+    .option("--json", "print one JSON object instead")
+    .action(
+      run(
+        async (
+          client,
+          opts: { org: string; email: string; password?: string; role: string; json?: boolean },
+        ) => {
+          const body: Record<string, unknown> = { email: opts.email, role: opts.role };
+          if (opts.password !== undefined) body.password = opts.password;
+          const user = await client.request<CreatedUserWire>("POST", `/orgs/${seg(opts.org)}/users`, body);
+          if (opts.json === true) return io.out(JSON.stringify(user, null, 2));
+          io.out(`Created user ${user.email} (${user.id}) as ${user.role} of organization "${user.org}".`);
+          if (user.password !== undefined) {
+            io.out("The generated password is shown only now; pass it on safely:");
+            io.out(user.password);
+          }
+        },
+      ),
+    );
+
+  program
+    .command("audit")
+    .description("show the audit trail of tenancy changes, newest first (needs a running server)")
+    .option("--org <name>", "only changes to this organization")
+    .option("--limit <n>", "how many entries (1-1000, default 100)", positiveInteger)
+    .option("--json", "print a JSON array")
+    .action(
+      run(async (client, opts: { org?: string; limit?: number; json?: boolean }) => {
+        const query = new URLSearchParams();
+        if (opts.org !== undefined) query.set("org", opts.org);
+        if (opts.limit !== undefined) query.set("limit", String(opts.limit));
+        const qs = query.size === 0 ? "" : `?${query.toString()}`;
+        const list = await client.request<ListWire<AuditWire>>("GET", `/audit${qs}`);
+        if (opts.json === true) return io.out(JSON.stringify(list.data, null, 2));
+        if (list.data.length === 0) return io.out("No audit entries.");
+        const rows = list.data.map((e) => [day(e.at), e.actor, e.action, e.target, e.org_id ?? "-"]);
+        for (const line of table(["TIME", "ACTOR", "ACTION", "TARGET", "ORG"], rows)) io.out(line);
       }),
     );
 }
@@ -232,9 +334,50 @@ function seg(value: string): string {
 
 function positiveInteger(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new InvalidArgumentError("expected a positive whole number of seconds");
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n <= 0)
+    throw new InvalidArgumentError("expected a positive whole number");
   return n;
+}
+
+function limit(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n))
+    throw new InvalidArgumentError("expected a whole number, 0 for unlimited");
+  return n;
+}
+
+function role(value: string): string {
+  if (value !== "owner" && value !== "member") throw new InvalidArgumentError('expected "owner" or "member"');
+  return value;
+}
+
+const DURATION_UNITS: Readonly<Record<string, number>> = Object.freeze({ s: 1, m: 60, h: 3600, d: 86_400 });
+
+/** "30d", "12h", "90m", "3600s" or a plain number of seconds → seconds. */
+export function parseDuration(value: string): number {
+  const match = /^(\d+)([smhd]?)$/.exec(value.trim());
+  const unit = DURATION_UNITS[match?.[2] || "s"];
+  const seconds = match === null || unit === undefined ? Number.NaN : Number(match[1]) * unit;
+  if (!Number.isSafeInteger(seconds) || seconds <= 0) {
+    throw new InvalidArgumentError("expected a positive duration such as 3600s, 90m, 12h or 30d");
+  }
+  return seconds;
+}
+
+/** The limits the operator gave, as admin API fields; a limit not given is left out (unchanged). */
+function limitsBody(opts: { rpm?: number; tpm?: number }): { rpm?: number; tpm?: number } {
+  return {
+    ...(opts.rpm === undefined ? {} : { rpm: opts.rpm }),
+    ...(opts.tpm === undefined ? {} : { tpm: opts.tpm }),
+  };
+}
+
+function limitText(value: number | null): string {
+  return value === null ? "unlimited" : String(value);
+}
+
+function limitsText(org: OrgWire): string {
+  return `rpm ${limitText(org.rpm)}, tpm ${limitText(org.tpm)}`;
 }
 
 function commaList(value: string): string[] {
@@ -255,7 +398,7 @@ function day(iso: string): string {
 function keyStatus(key: KeyWire): string {
   if (key.revoked_at !== null) return "revoked";
   if (key.expires_at !== null && Date.parse(key.expires_at) <= Date.now()) return "expired";
-  return key.expires_at === null ? "active" : `active until ${day(key.expires_at)}`;
+  return "active";
 }
 
 function table(header: string[], rows: string[][]): string[] {

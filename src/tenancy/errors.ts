@@ -54,3 +54,9 @@ export class TenancyValidationError extends TenancyError {
     super(message);
   }
 }
+
+export class DuplicateUserError extends TenancyError {
+  constructor(readonly email: string) {
+    super(`A user with email "${email}" already exists.`);
+  }
+}

@@ -1,5 +1,7 @@
-// Organizations, model grants and API keys: the tenancy rules, written once over either store driver. No HTTP.
-import { and, asc, eq, isNull } from "drizzle-orm";
+// Organizations, users, model grants, API keys and the audit trail: the tenancy rules, over either store driver.
+// No HTTP. Every change writes its audit row in the change's own transaction. One class on purpose: the caches
+// it owns (keys, grants) must be invalidated by the very calls that change what they hold.
+import { and, asc, desc, eq, isNull, lt } from "drizzle-orm";
 import { displayKey, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey } from "../auth/api-key.js";
 import type { Principal } from "../auth/principal.js";
 import { newId } from "../store/ids.js";
@@ -7,77 +9,65 @@ import type { StoreDb } from "../store/open-store.js";
 import {
   type ApiKeyRow,
   apiKeys,
+  auditLog,
+  memberships,
   modelGrants,
   type OrganizationRow,
   organizations,
+  users,
 } from "../store/schema.js";
 import {
+  type Actor,
+  ADMIN_ACTOR,
+  type AuditAction,
+  type AuditEntry,
+  SYSTEM_ACTOR,
+  writeAudit,
+} from "./audit.js";
+import {
   DuplicateOrgError,
+  DuplicateUserError,
   GrantNotFoundError,
   KeyNotFoundError,
   OrgNotFoundError,
   TenancyValidationError,
   UnknownModelIdError,
 } from "./errors.js";
+import { LastUsedRecorder } from "./last-used.js";
+import {
+  generatePassword,
+  hashPassword,
+  MAX_PASSWORD_LENGTH,
+  MIN_PASSWORD_LENGTH,
+  type ScryptParams,
+} from "./password.js";
 import { TtlCache } from "./ttl-cache.js";
+import {
+  type AuditQuery,
+  type BootstrapResult,
+  type CreatedKey,
+  type CreatedUser,
+  type CreateKeyOptions,
+  type CreateOrgOptions,
+  type CreateUserInput,
+  type KeyInfo,
+  MEMBERSHIP_ROLES,
+  type MembershipRole,
+  type Org,
+  type OrgLimits,
+  type OrgUser,
+} from "./types.js";
+
+export * from "./types.js";
 
 export const DEFAULT_ORG_NAME = "default";
 const ORG_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const MAX_KEY_NAME_LENGTH = 128;
-// last_used_at is a hint for people, not an audit log: one write per key per minute at most.
-const LAST_USED_RESOLUTION_MS = 60_000;
-
-export interface Org {
-  id: string;
-  name: string;
-  createdAt: Date;
-  rpm: number | null;
-  tpm: number | null;
-  /** Granted model ids, sorted. */
-  models: string[];
-}
-
-/** A key as lists show it: never the secret or its hash. */
-export interface KeyInfo {
-  id: string;
-  orgId: string;
-  orgName: string;
-  name: string | null;
-  /** Leading characters of the key ("sk-AbCd"). */
-  prefix: string;
-  last4: string;
-  /** "sk-AbCd...wxyz" */
-  display: string;
-  createdAt: Date;
-  lastUsedAt: Date | null;
-  revokedAt: Date | null;
-  expiresAt: Date | null;
-}
-
-/** A key just created: the only value that ever carries the secret. */
-export interface CreatedKey {
-  id: string;
-  key: string;
-  name: string | null;
-  prefix: string;
-  last4: string;
-  orgId: string;
-  orgName: string;
-  createdAt: Date;
-  expiresAt: Date | null;
-}
-
-export interface CreateKeyOptions {
-  name?: string | undefined;
-  expiresAt?: Date | undefined;
-}
-
-export interface BootstrapResult {
-  orgName: string;
-  keyId: string;
-  /** The first API key, to be printed once. */
-  key: string;
-}
+const MAX_EMAIL_LENGTH = 254;
+// Deliberately loose: one "@", something on each side, a dot in the domain. Delivery is the real test.
+const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+const MAX_LIMIT_VALUE = 2_000_000_000;
+const MAX_AUDIT_PAGE = 1000;
 
 export interface TenancyServiceOptions {
   /** HMAC key for API keys (see auth/key-secret.ts). */
@@ -87,6 +77,12 @@ export interface TenancyServiceOptions {
   /** How long verified keys and grant sets are cached: the delay before a change made elsewhere takes effect. */
   cacheTtlMs?: number;
   cacheMaxEntries?: number;
+  /** How long key uses wait in memory before last_used_at is written (default 5 s). */
+  lastUsedFlushMs?: number;
+  /** Where background failures (a failed last-used flush) are reported; default: a process warning. */
+  onBackgroundError?: (err: unknown) => void;
+  /** scrypt cost for new passwords; tests lower it. */
+  passwordParams?: ScryptParams;
   now?: () => number;
 }
 
@@ -106,6 +102,8 @@ export class TenancyService {
   /** Verified keys by HMAC hash. Only successes are cached, so a new key works at once. */
   private readonly keyCache: TtlCache<string, CachedKey>;
   private readonly grantCache: TtlCache<string, ReadonlySet<string>>;
+  private readonly lastUsed: LastUsedRecorder;
+  private readonly passwordParams: ScryptParams | undefined;
 
   constructor(
     private readonly db: StoreDb,
@@ -122,12 +120,55 @@ export class TenancyService {
     };
     this.keyCache = new TtlCache(cacheOptions);
     this.grantCache = new TtlCache(cacheOptions);
+    this.passwordParams = options.passwordParams;
+    this.lastUsed = new LastUsedRecorder(db, {
+      flushIntervalMs: options.lastUsedFlushMs ?? 5000,
+      onError:
+        options.onBackgroundError ??
+        ((err) => process.emitWarning(`hearth: could not record API key use: ${String(err)}`)),
+    });
+  }
+
+  /** Writes the key uses noted since the last flush (they are otherwise written every few seconds). */
+  flush(): Promise<void> {
+    return this.lastUsed.flush();
+  }
+
+  /** Flushes pending key uses and stops the timer; call before closing the store. */
+  dispose(): Promise<void> {
+    return this.lastUsed.dispose();
   }
 
   // ---- organizations and grants ----
 
-  async createOrg(name: string, models: readonly string[] = []): Promise<Org> {
-    return this.db.transaction((tx) => this.insertOrg(tx, name, models));
+  async createOrg(
+    name: string,
+    models: readonly string[] = [],
+    options: CreateOrgOptions = {},
+  ): Promise<Org> {
+    const limits = normaliseLimits(options);
+    return this.db.transaction((tx) =>
+      this.insertOrg(tx, name, models, limits, options.actor ?? ADMIN_ACTOR),
+    );
+  }
+
+  /** Sets the given limits (0 or null = unlimited); a limit left undefined keeps its value. */
+  async setLimits(orgName: string, limits: OrgLimits, actor: Actor = ADMIN_ACTOR): Promise<Org> {
+    const changes = normaliseLimits(limits);
+    if (changes.rpm === undefined && changes.tpm === undefined) {
+      throw new TenancyValidationError("Give at least one limit to set (rpm or tpm).", "rpm");
+    }
+    return this.db.transaction(async (tx) => {
+      const org = await this.requireOrgRow(tx, orgName);
+      const [row] = await tx
+        .update(organizations)
+        .set(changes)
+        .where(eq(organizations.id, org.id))
+        .returning();
+      if (row === undefined) throw new OrgNotFoundError(orgName);
+      await this.audit(tx, actor, "limits.set", org.id, org.name, { rpm: row.rpm, tpm: row.tpm });
+      return toOrg(row, await this.grantedModels(tx, org.id));
+    });
   }
 
   async listOrgs(): Promise<Org[]> {
@@ -151,23 +192,36 @@ export class TenancyService {
   }
 
   /** Grants a configured model to an org; granting twice is not an error. */
-  async grantModel(orgName: string, modelId: string): Promise<Org> {
+  async grantModel(orgName: string, modelId: string, actor: Actor = ADMIN_ACTOR): Promise<Org> {
     this.assertKnownModel(modelId);
-    const org = await this.requireOrgRow(this.db, orgName);
-    await this.db.insert(modelGrants).values({ orgId: org.id, modelId }).onConflictDoNothing();
+    const org = await this.db.transaction(async (tx) => {
+      const row = await this.requireOrgRow(tx, orgName);
+      const inserted = await tx
+        .insert(modelGrants)
+        .values({ orgId: row.id, modelId, createdAt: new Date(this.now()) })
+        .onConflictDoNothing()
+        .returning({ modelId: modelGrants.modelId });
+      // Only real changes are recorded: granting twice changes nothing.
+      if (inserted.length > 0) await this.audit(tx, actor, "grant", row.id, modelId);
+      return row;
+    });
     this.grantCache.delete(org.id);
     return toOrg(org, await this.grantedModels(this.db, org.id));
   }
 
   /** Removes a grant. The model need not be configured any more: stale grants must stay removable. */
-  async revokeModel(orgName: string, modelId: string): Promise<Org> {
-    const org = await this.requireOrgRow(this.db, orgName);
-    const deleted = await this.db
-      .delete(modelGrants)
-      .where(and(eq(modelGrants.orgId, org.id), eq(modelGrants.modelId, modelId)))
-      .returning({ modelId: modelGrants.modelId });
+  async revokeModel(orgName: string, modelId: string, actor: Actor = ADMIN_ACTOR): Promise<Org> {
+    const org = await this.db.transaction(async (tx) => {
+      const row = await this.requireOrgRow(tx, orgName);
+      const deleted = await tx
+        .delete(modelGrants)
+        .where(and(eq(modelGrants.orgId, row.id), eq(modelGrants.modelId, modelId)))
+        .returning({ modelId: modelGrants.modelId });
+      if (deleted.length === 0) throw new GrantNotFoundError(orgName, modelId);
+      await this.audit(tx, actor, "revoke-grant", row.id, modelId);
+      return row;
+    });
     this.grantCache.delete(org.id);
-    if (deleted.length === 0) throw new GrantNotFoundError(orgName, modelId);
     return toOrg(org, await this.grantedModels(this.db, org.id));
   }
 
@@ -186,8 +240,10 @@ export class TenancyService {
 
   /** Creates a key; the returned value is the only place its secret ever exists. */
   async createKey(orgName: string, options: CreateKeyOptions = {}): Promise<CreatedKey> {
-    const org = await this.requireOrgRow(this.db, orgName);
-    return this.insertKey(this.db, org, options);
+    return this.db.transaction(async (tx) => {
+      const org = await this.requireOrgRow(tx, orgName);
+      return this.insertKey(tx, org, options, options.actor ?? ADMIN_ACTOR);
+    });
   }
 
   async listKeys(orgName: string): Promise<KeyInfo[]> {
@@ -197,24 +253,30 @@ export class TenancyService {
       .from(apiKeys)
       .where(eq(apiKeys.orgId, org.id))
       .orderBy(asc(apiKeys.createdAt), asc(apiKeys.id));
-    return rows.map((row) => toKeyInfo(row, org.name));
+    return rows.map((row) => this.withPendingUse(toKeyInfo(row, org.name)));
   }
 
   /** Revokes a key at once in this process (and within the cache TTL in other replicas); idempotent. */
-  async revokeKey(id: string): Promise<KeyInfo> {
-    await this.db
-      .update(apiKeys)
-      .set({ revokedAt: new Date(this.now()) })
-      .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)));
-    const rows = await this.db
-      .select({ key: apiKeys, orgName: organizations.name })
-      .from(apiKeys)
-      .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
-      .where(eq(apiKeys.id, id));
-    const row = rows[0];
-    if (row === undefined) throw new KeyNotFoundError(id);
+  async revokeKey(id: string, actor: Actor = ADMIN_ACTOR): Promise<KeyInfo> {
+    const row = await this.db.transaction(async (tx) => {
+      const revoked = await tx
+        .update(apiKeys)
+        .set({ revokedAt: new Date(this.now()) })
+        .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
+        .returning({ orgId: apiKeys.orgId });
+      const found = await tx
+        .select({ key: apiKeys, orgName: organizations.name })
+        .from(apiKeys)
+        .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
+        .where(eq(apiKeys.id, id));
+      const current = found[0];
+      if (current === undefined) throw new KeyNotFoundError(id);
+      // Revoking twice is fine and recorded once.
+      if (revoked.length > 0) await this.audit(tx, actor, "key.revoke", current.key.orgId, id);
+      return current;
+    });
     this.keyCache.delete(row.key.hash);
-    return toKeyInfo(row.key, row.orgName);
+    return this.withPendingUse(toKeyInfo(row.key, row.orgName));
   }
 
   /** The principal of a valid key; null for malformed, unknown, revoked or expired keys (no reason given). */
@@ -225,6 +287,7 @@ export class TenancyService {
     const cached = this.keyCache.get(hash);
     if (cached !== undefined) {
       if (cached.keyExpiresAt !== null && cached.keyExpiresAt <= now) return null;
+      this.lastUsed.record(cached.principal.keyId, now);
       return { ...cached.principal };
     }
 
@@ -244,12 +307,7 @@ export class TenancyService {
 
     const principal: Principal = { orgId: key.orgId, orgName: row.orgName, keyId: key.id };
     this.keyCache.set(hash, { principal, keyExpiresAt: key.expiresAt?.getTime() ?? null });
-    if (key.lastUsedAt === null || now - key.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
-      await this.db
-        .update(apiKeys)
-        .set({ lastUsedAt: new Date(now) })
-        .where(eq(apiKeys.id, key.id));
-    }
+    this.lastUsed.record(key.id, now);
     return { ...principal };
   }
 
@@ -262,8 +320,8 @@ export class TenancyService {
     if (existing.length > 0) return null;
     try {
       const created = await this.db.transaction(async (tx) => {
-        const org = await this.insertOrg(tx, DEFAULT_ORG_NAME, modelIds);
-        return this.insertKey(tx, org, { name: "bootstrap" });
+        const org = await this.insertOrg(tx, DEFAULT_ORG_NAME, modelIds, {}, SYSTEM_ACTOR);
+        return this.insertKey(tx, org, { name: "bootstrap" }, SYSTEM_ACTOR);
       });
       return { orgName: created.orgName, keyId: created.id, key: created.key };
     } catch (err) {
@@ -272,9 +330,112 @@ export class TenancyService {
     }
   }
 
+  // ---- users and memberships ----
+
+  /**
+   * Creates a user as a member (or owner) of an existing org. The password is hashed with scrypt before any
+   * transaction starts; when none is given, a random one is generated and returned once.
+   */
+  async createUser(input: CreateUserInput): Promise<CreatedUser> {
+    const email = normaliseEmail(input.email);
+    const role = input.role ?? "member";
+    if (!(MEMBERSHIP_ROLES as readonly string[]).includes(role)) {
+      throw new TenancyValidationError(`Invalid role "${role}": use owner or member.`, "role");
+    }
+    const generatedPassword = input.password === undefined ? generatePassword() : null;
+    const password = input.password ?? generatedPassword ?? "";
+    if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH) {
+      throw new TenancyValidationError(
+        `A password needs ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters.`,
+        "password",
+      );
+    }
+    // Fail fast on an unknown org before spending the hash.
+    await this.requireOrgRow(this.db, input.orgName);
+    const passwordHash = await hashPassword(password, this.passwordParams);
+    const createdAt = new Date(this.now());
+    return this.db.transaction(async (tx) => {
+      const org = await this.requireOrgRow(tx, input.orgName);
+      const id = newId("user");
+      const inserted = await tx
+        .insert(users)
+        .values({ id, email, passwordHash, createdAt })
+        .onConflictDoNothing({ target: users.email })
+        .returning({ id: users.id });
+      if (inserted.length === 0) throw new DuplicateUserError(email);
+      await tx.insert(memberships).values({ userId: id, orgId: org.id, role, createdAt });
+      await this.audit(tx, input.actor ?? ADMIN_ACTOR, "user.create", org.id, id, { email, role });
+      return { id, email, orgName: org.name, role, createdAt, generatedPassword };
+    });
+  }
+
+  async listUsers(orgName: string): Promise<OrgUser[]> {
+    const org = await this.requireOrgRow(this.db, orgName);
+    const rows = await this.db
+      .select({ id: users.id, email: users.email, role: memberships.role, createdAt: memberships.createdAt })
+      .from(memberships)
+      .innerJoin(users, eq(memberships.userId, users.id))
+      .where(eq(memberships.orgId, org.id))
+      .orderBy(asc(users.email));
+    return rows.map((r) => ({ ...r, role: r.role as MembershipRole, orgName: org.name }));
+  }
+
+  // ---- audit ----
+
+  /** Audit entries, newest first. */
+  async listAudit(query: AuditQuery = {}): Promise<AuditEntry[]> {
+    const limit = query.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_AUDIT_PAGE) {
+      throw new TenancyValidationError(`limit must be a whole number from 1 to ${MAX_AUDIT_PAGE}.`, "limit");
+    }
+    const conditions = [];
+    if (query.orgName !== undefined) {
+      const org = await this.requireOrgRow(this.db, query.orgName);
+      conditions.push(eq(auditLog.orgId, org.id));
+    }
+    if (query.beforeId !== undefined) conditions.push(lt(auditLog.id, query.beforeId));
+    const rows = await this.db
+      .select()
+      .from(auditLog)
+      .where(and(...conditions))
+      .orderBy(desc(auditLog.id))
+      .limit(limit);
+    return rows.map((r) => ({ ...r, action: r.action as AuditAction }));
+  }
+
   // ---- internals ----
 
-  private async insertOrg(exec: Executor, name: string, models: readonly string[]): Promise<Org> {
+  private audit(
+    tx: StoreTx,
+    actor: Actor,
+    action: AuditAction,
+    orgId: string | null,
+    target: string,
+    details?: Record<string, unknown>,
+  ): Promise<void> {
+    return writeAudit(tx, {
+      actor,
+      action,
+      orgId,
+      target,
+      at: new Date(this.now()),
+      ...(details === undefined ? {} : { details }),
+    });
+  }
+
+  private withPendingUse(key: KeyInfo): KeyInfo {
+    const pending = this.lastUsed.pendingFor(key.id);
+    if (pending === undefined || (key.lastUsedAt !== null && key.lastUsedAt.getTime() >= pending)) return key;
+    return { ...key, lastUsedAt: new Date(pending) };
+  }
+
+  private async insertOrg(
+    tx: StoreTx,
+    name: string,
+    models: readonly string[],
+    limits: { rpm?: number | null; tpm?: number | null },
+    actor: Actor,
+  ): Promise<Org> {
     if (!ORG_NAME_PATTERN.test(name)) {
       throw new TenancyValidationError(
         `Invalid organization name "${name}": use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit.`,
@@ -283,23 +444,26 @@ export class TenancyService {
     }
     const unique = [...new Set(models)].sort();
     for (const modelId of unique) this.assertKnownModel(modelId);
-    const inserted = await exec
+    const createdAt = new Date(this.now());
+    const inserted = await tx
       .insert(organizations)
-      .values({ id: newId("org"), name, createdAt: new Date(this.now()) })
+      .values({ id: newId("org"), name, createdAt, rpm: limits.rpm ?? null, tpm: limits.tpm ?? null })
       .onConflictDoNothing({ target: organizations.name })
       .returning();
     const row = inserted[0];
     if (row === undefined) throw new DuplicateOrgError(name);
     if (unique.length > 0) {
-      await exec.insert(modelGrants).values(unique.map((modelId) => ({ orgId: row.id, modelId })));
+      await tx.insert(modelGrants).values(unique.map((modelId) => ({ orgId: row.id, modelId, createdAt })));
     }
+    await this.audit(tx, actor, "org.create", row.id, name, { models: unique, rpm: row.rpm, tpm: row.tpm });
     return toOrg(row, unique);
   }
 
   private async insertKey(
-    exec: Executor,
+    tx: StoreTx,
     org: Pick<OrganizationRow, "id" | "name">,
     options: CreateKeyOptions,
+    actor: Actor,
   ): Promise<CreatedKey> {
     const name = options.name?.trim() || null;
     if (name !== null && name.length > MAX_KEY_NAME_LENGTH) {
@@ -312,7 +476,7 @@ export class TenancyService {
     }
     const generated = generateApiKey(this.keySecret);
     const id = newId("key");
-    await exec.insert(apiKeys).values({
+    await tx.insert(apiKeys).values({
       id,
       orgId: org.id,
       name,
@@ -321,6 +485,13 @@ export class TenancyService {
       hash: generated.hash,
       createdAt,
       expiresAt,
+      createdBy: actor,
+    });
+    // The display form only: the audit trail must never hold anything that verifies.
+    await this.audit(tx, actor, "key.create", org.id, id, {
+      name,
+      display: displayKey(generated.prefix, generated.last4),
+      expires_at: expiresAt?.toISOString() ?? null,
     });
     return {
       id,
@@ -332,6 +503,7 @@ export class TenancyService {
       orgName: org.name,
       createdAt,
       expiresAt,
+      createdBy: actor,
     };
   }
 
@@ -377,5 +549,31 @@ function toKeyInfo(row: ApiKeyRow, orgName: string): KeyInfo {
     lastUsedAt: row.lastUsedAt,
     revokedAt: row.revokedAt,
     expiresAt: row.expiresAt,
+    createdBy: row.createdBy,
   };
+}
+
+function normaliseEmail(raw: string): string {
+  const email = raw.trim().toLowerCase();
+  if (email.length > MAX_EMAIL_LENGTH || !EMAIL_PATTERN.test(email)) {
+    throw new TenancyValidationError(`Invalid email address "${raw}".`, "email");
+  }
+  return email;
+}
+
+/** 0 and null mean unlimited and are stored as null; undefined means "not given". */
+function normaliseLimits(limits: OrgLimits): { rpm?: number | null; tpm?: number | null } {
+  const out: { rpm?: number | null; tpm?: number | null } = {};
+  for (const field of ["rpm", "tpm"] as const) {
+    const value = limits[field];
+    if (value === undefined) continue;
+    if (value !== null && (!Number.isInteger(value) || value < 0 || value > MAX_LIMIT_VALUE)) {
+      throw new TenancyValidationError(
+        `${field} must be a whole number from 0 (unlimited) to ${MAX_LIMIT_VALUE}.`,
+        field,
+      );
+    }
+    out[field] = value === 0 ? null : value;
+  }
+  return out;
 }

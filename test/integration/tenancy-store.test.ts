@@ -1,10 +1,6 @@
 // One tenancy suite, run against the embedded PGlite store and a real PostgreSQL: the same code and SQL on both.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { eq, sql } from "drizzle-orm";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashApiKey } from "../../src/auth/api-key.js";
 import { openStore, type Store } from "../../src/store/open-store.js";
@@ -18,73 +14,11 @@ import {
   UnknownModelIdError,
 } from "../../src/tenancy/errors.js";
 import { TenancyService } from "../../src/tenancy/tenancy-service.js";
+import { type Backend, pgliteBackend, STORE_BACKENDS } from "../support/store-backends.js";
 
 const MODELS = ["tiny", "small", "vendor/big"];
 const KEY_SECRET = randomBytes(32);
-// Tests may point elsewhere; the default is the local server these machines run.
-const POSTGRES_BASE = process.env.HEARTH_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-
-interface Backend {
-  /** Options for openStore; the same ones open the same database again. */
-  options: { dataDir: string; databaseUrl?: string };
-  cleanup(): Promise<void>;
-}
-
-async function pgliteBackend(): Promise<Backend> {
-  const dir = mkdtempSync(join(tmpdir(), "hearth-store-"));
-  return { options: { dataDir: dir }, cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-/** A fresh, uniquely named database created from the `test` database, dropped afterwards. */
-async function postgresBackend(): Promise<Backend> {
-  const base = new URL(POSTGRES_BASE);
-  const candidates = base.username === "postgres" ? ["postgres", "root"] : [base.username];
-  let lastError: unknown;
-  for (const user of candidates) {
-    const adminUrl = new URL(base);
-    adminUrl.username = user;
-    const admin = new pg.Client({ connectionString: adminUrl.toString() });
-    try {
-      await admin.connect();
-    } catch (err) {
-      lastError = err;
-      await admin.end().catch(() => {});
-      continue;
-    }
-    const name = `hearth_test_${process.pid}_${randomBytes(4).toString("hex")}`;
-    try {
-      await admin.query(`create database "${name}"`);
-    } finally {
-      await admin.end();
-    }
-    const dbUrl = new URL(adminUrl);
-    dbUrl.pathname = `/${name}`;
-    const dir = mkdtempSync(join(tmpdir(), "hearth-store-pg-"));
-    return {
-      options: { dataDir: dir, databaseUrl: dbUrl.toString() },
-      async cleanup() {
-        const dropper = new pg.Client({ connectionString: adminUrl.toString() });
-        await dropper.connect();
-        try {
-          await dropper.query(`drop database if exists "${name}" with (force)`);
-        } finally {
-          await dropper.end();
-        }
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-  throw new Error(
-    `cannot connect to PostgreSQL at ${POSTGRES_BASE} as postgres or root: ${String(lastError)}`,
-  );
-}
-
-const backends: [string, () => Promise<Backend>][] = [
-  ["PGlite", pgliteBackend],
-  ["PostgreSQL", postgresBackend],
-];
-
-describe.each(backends)("tenancy store on %s", (_name, makeBackend) => {
+describe.each(STORE_BACKENDS)("tenancy store on %s", (_name, makeBackend) => {
   let backend: Backend;
   let store: Store;
   let clock = Date.parse("2030-01-01T00:00:00Z");
@@ -97,6 +31,7 @@ describe.each(backends)("tenancy store on %s", (_name, makeBackend) => {
   });
 
   afterAll(async () => {
+    await tenancy?.dispose();
     await store?.close();
     await backend?.cleanup();
   });
@@ -107,7 +42,14 @@ describe.each(backends)("tenancy store on %s", (_name, makeBackend) => {
     const tables = (await store.db.execute(
       sql`select table_name from information_schema.tables where table_schema = 'public' order by table_name`,
     )) as unknown as { rows: { table_name: string }[] };
-    expect(tables.rows.map((r) => r.table_name)).toEqual(["api_keys", "model_grants", "organizations"]);
+    expect(tables.rows.map((r) => r.table_name)).toEqual([
+      "api_keys",
+      "audit_log",
+      "memberships",
+      "model_grants",
+      "organizations",
+      "users",
+    ]);
   });
 
   it("bootstraps an empty store exactly once, even when two starts race", async () => {
@@ -202,10 +144,11 @@ describe.each(backends)("tenancy store on %s", (_name, makeBackend) => {
     await expect(tenancy.createKey("nope")).rejects.toBeInstanceOf(OrgNotFoundError);
   });
 
-  it("verifies keys to their org and records last use", async () => {
+  it("verifies keys to their org and records last use (written at the next flush)", async () => {
     const created = await tenancy.createKey("acme");
     const principal = await tenancy.verifyKey(created.key);
     expect(principal).toEqual({ orgId: created.orgId, orgName: "acme", keyId: created.id });
+    await tenancy.flush();
     const [row] = await store.db.select().from(apiKeys).where(eq(apiKeys.id, created.id));
     expect(row?.lastUsedAt?.getTime()).toBe(clock);
     const wrong = `${created.key.slice(0, -1)}${created.key.endsWith("A") ? "B" : "A"}`;

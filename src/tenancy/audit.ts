@@ -1,0 +1,55 @@
+// The audit trail: the registry of actions, who can act, and the one writer used inside each change's transaction.
+
+import type { StoreDb } from "../store/open-store.js";
+import { auditLog } from "../store/schema.js";
+
+export const AUDIT_ACTIONS = Object.freeze([
+  "org.create",
+  "grant",
+  "revoke-grant",
+  "key.create",
+  "key.revoke",
+  "limits.set",
+  "user.create",
+] as const);
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+/** The admin token's holder (CLI, operator scripts). */
+export const ADMIN_ACTOR = "admin";
+/** The server itself, e.g. the first-start bootstrap. */
+export const SYSTEM_ACTOR = "system";
+/** "admin", "system", or a user id (`user_…`) once the dashboard acts for signed-in users. */
+export type Actor = string;
+
+export interface AuditEntry {
+  id: number;
+  at: Date;
+  actor: Actor;
+  action: AuditAction;
+  orgId: string | null;
+  target: string;
+  details: Record<string, unknown> | null;
+}
+
+export interface AuditRecord {
+  actor: Actor;
+  action: AuditAction;
+  orgId: string | null;
+  target: string;
+  details?: Record<string, unknown>;
+  at: Date;
+}
+
+type StoreTx = Parameters<Parameters<StoreDb["transaction"]>[0]>[0];
+
+/** Writes one audit row with the change's own transaction, so a change and its record commit or fail together. */
+export async function writeAudit(tx: StoreTx, record: AuditRecord): Promise<void> {
+  await tx.insert(auditLog).values({
+    actor: record.actor,
+    action: record.action,
+    orgId: record.orgId,
+    target: record.target,
+    details: record.details ?? null,
+    at: record.at,
+  });
+}
