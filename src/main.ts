@@ -36,7 +36,11 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
 
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   const modelIds = config.models.map((m) => m.id);
-  const tenancy = new TenancyService(store.db, { keySecret: loadOrCreateKeySecret(config), modelIds });
+  const tenancy = new TenancyService(store.db, {
+    keySecret: loadOrCreateKeySecret(config),
+    modelIds,
+    onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
+  });
   const adminToken = loadOrCreateAdminToken(config);
   const firstKey = await tenancy.bootstrap(modelIds);
   if (firstKey !== null) {
