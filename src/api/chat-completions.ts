@@ -15,7 +15,14 @@ import { toApiError } from "../errors/api-error.js";
 import { type ParsedChatRequest, parseChatRequest, parseJsonBody } from "./chat-request.js";
 import { assertModelAccess } from "./model-access.js";
 import { SSE_HEADERS, type SseWriter, sseStream } from "./sse.js";
-import { completionId, toUsage } from "./wire.js";
+import {
+  type ChunkDelta,
+  completionId,
+  type ResponseMessage,
+  type ToolCall,
+  toolCallId,
+  toUsage,
+} from "./wire.js";
 
 export async function chatCompletions(c: Context<AppEnv>, services: Services): Promise<Response> {
   const body = parseJsonBody(await c.req.text());
@@ -33,6 +40,7 @@ export async function chatCompletions(c: Context<AppEnv>, services: Services): P
     sampling: { ...parsed.sampling, seed: parsed.sampling.seed ?? randomInt(2 ** 31) },
     cacheScope: principal.orgId,
     signal: abort.signal,
+    ...(parsed.output === undefined ? {} : { output: parsed.output }),
   };
   let generation: Generation;
   try {
@@ -48,7 +56,7 @@ export async function chatCompletions(c: Context<AppEnv>, services: Services): P
     );
     return new Response(stream, { status: 200, headers: SSE_HEADERS });
   }
-  return c.json(await collect(generation, parsed, meta));
+  return c.json(await collect(generation, parsed, meta, (invalid) => logInvalid(services, c, invalid)));
 }
 
 interface CompletionMeta {
@@ -57,30 +65,103 @@ interface CompletionMeta {
   model: string;
 }
 
-/** Non-streamed body: every choice's text, finish reason and the usage. */
-async function collect(generation: Generation, parsed: ParsedChatRequest, meta: CompletionMeta) {
-  const texts: string[] = Array.from({ length: parsed.n }, () => "");
-  const reasons: (FinishReason | null)[] = Array.from({ length: parsed.n }, () => null);
+interface ChoiceAccumulator {
+  content: string;
+  reasoning: string;
+  toolCalls: ToolCall[];
+  reason: FinishReason | null;
+}
+
+/** Non-streamed body: every choice's message (content, reasoning, tool calls), finish reason and the usage. */
+async function collect(
+  generation: Generation,
+  parsed: ParsedChatRequest,
+  meta: CompletionMeta,
+  onInvalid: (invalid: string) => void,
+) {
+  const choices: ChoiceAccumulator[] = Array.from({ length: parsed.n }, () => ({
+    content: "",
+    reasoning: "",
+    toolCalls: [],
+    reason: null,
+  }));
   let usage: UsageCounts | undefined;
   for await (const event of generation.events) {
-    if (event.type === "delta") texts[event.choice] += event.text;
-    else if (event.type === "finish") reasons[event.choice] = event.reason;
-    else usage = event.usage;
+    if (event.type === "usage") {
+      usage = event.usage;
+      continue;
+    }
+    const choice = choices[event.choice] as ChoiceAccumulator;
+    if (event.type === "finish") {
+      choice.reason = event.reason;
+      if (event.invalid !== undefined) onInvalid(event.invalid);
+      continue;
+    }
+    const target = event.target;
+    if (target === undefined) choice.content += event.text;
+    else if (target.kind === "reasoning") choice.reasoning += event.text;
+    else if (target.name !== undefined) {
+      choice.toolCalls.push({
+        id: toolCallId(),
+        type: "function",
+        function: { name: target.name, arguments: "" },
+      });
+    } else {
+      const call = choice.toolCalls[target.call];
+      if (call !== undefined) call.function.arguments += event.text;
+    }
   }
   return {
     id: meta.id,
     object: "chat.completion" as const,
     created: meta.created,
     model: meta.model,
-    choices: texts.map((content, index) => ({
+    choices: choices.map((choice, index) => ({
       index,
-      message: { role: "assistant" as const, content, refusal: null },
+      message: responseMessage(choice, parsed.enableThinking),
       logprobs: null,
-      finish_reason: reasons[index] ?? "stop",
+      finish_reason: choice.reason ?? "stop",
     })),
     usage: toUsage(usage ?? { promptTokens: generation.promptTokens, completionTokens: 0, cachedTokens: 0 }),
     system_fingerprint: null,
   };
+}
+
+function responseMessage(choice: ChoiceAccumulator, reasoning: boolean): ResponseMessage {
+  const calls = choice.toolCalls.length > 0;
+  const message: ResponseMessage = {
+    role: "assistant",
+    content: calls ? null : choice.content,
+    refusal: null,
+  };
+  if (reasoning) message.reasoning = choice.reasoning;
+  if (calls) message.tool_calls = choice.toolCalls;
+  return message;
+}
+
+/** Output that failed its post-generation check: the grammar should make this impossible, so it is worth a log. */
+function logInvalid(services: Services, c: Context<AppEnv>, invalid: string): void {
+  services.logger.warn({ requestId: c.get("requestId"), invalid }, "structured output failed validation");
+}
+
+/** An engine delta as a chunk delta; tool calls get their id on their first fragment. */
+function chunkDelta(event: Extract<GenerationEvent, { type: "delta" }>): ChunkDelta {
+  const target = event.target;
+  if (target === undefined) return { content: event.text };
+  if (target.kind === "reasoning") return { reasoning: event.text };
+  if (target.name !== undefined) {
+    return {
+      tool_calls: [
+        {
+          index: target.call,
+          id: toolCallId(),
+          type: "function",
+          function: { name: target.name, arguments: event.text },
+        },
+      ],
+    };
+  }
+  return { tool_calls: [{ index: target.call, function: { arguments: event.text } }] };
 }
 
 async function streamChunks(
@@ -102,9 +183,19 @@ async function streamChunks(
     choices,
     ...usageField,
   });
+  // A reply that must be tool calls has no content: say so from the first chunk, as OpenAI does.
+  const choice = parsed.output?.toolChoice;
+  const callsOnly = choice === "required" || typeof choice === "object";
   for (let index = 0; index < parsed.n; index++) {
     await writer.data(
-      chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]),
+      chunk([
+        {
+          index,
+          delta: { role: "assistant", content: callsOnly ? null : "" },
+          logprobs: null,
+          finish_reason: null,
+        },
+      ]),
     );
   }
   const iterator = generation.events[Symbol.asyncIterator]();
@@ -115,11 +206,12 @@ async function streamChunks(
       const event: GenerationEvent = next.value;
       if (event.type === "delta") {
         await writer.data(
-          chunk([
-            { index: event.choice, delta: { content: event.text }, logprobs: null, finish_reason: null },
-          ]),
+          chunk([{ index: event.choice, delta: chunkDelta(event), logprobs: null, finish_reason: null }]),
         );
       } else if (event.type === "finish") {
+        if (event.invalid !== undefined) {
+          services.logger.warn({ requestId, invalid: event.invalid }, "structured output failed validation");
+        }
         await writer.data(
           chunk([{ index: event.choice, delta: {}, logprobs: null, finish_reason: event.reason }]),
         );

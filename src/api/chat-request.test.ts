@@ -513,13 +513,13 @@ describe("parseChatRequest: message 400s", () => {
       "Unrecognized argument supplied in 'messages[0]': foo",
     ],
     [
-      "assistant tool_calls",
+      "assistant tool_calls without a function",
       [
         { role: "user", content: "q" },
         { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function" }] },
       ],
-      "messages[1].tool_calls",
-      "Assistant messages with 'tool_calls' are not supported yet.",
+      "messages[1].tool_calls[0].function",
+      "Missing required parameter: 'messages[1].tool_calls[0].function'.",
     ],
   ])("rejects %s", (_, messages, param, message) => {
     expect400(() => withMessages(...messages), param, message);
@@ -543,19 +543,24 @@ describe("parseChatRequest: chat_template_kwargs", () => {
   });
 });
 
-describe("parseChatRequest: fields not supported (yet)", () => {
+describe("parseChatRequest: fields not supported", () => {
   it.each<[string, Record<string, unknown>, string, RegExp | string]>([
     [
-      "json_object",
-      { response_format: { type: "json_object" } },
-      "response_format",
-      "response_format type 'json_object' is not supported yet.",
+      "a json_schema with an unsupported keyword",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "x", schema: { type: "string", pattern: "a+" } },
+        },
+      },
+      "response_format.json_schema.schema",
+      /keyword 'pattern' is not supported/,
     ],
     [
-      "json_schema",
-      { response_format: { type: "json_schema", json_schema: { name: "x", schema: {} } } },
-      "response_format",
-      /'json_schema' is not supported yet/,
+      "json_object with extras",
+      { response_format: { type: "json_object", schema: {} } },
+      "response_format.schema",
+      /Unrecognized argument/,
     ],
     [
       "an unknown response_format type",
@@ -575,23 +580,18 @@ describe("parseChatRequest: fields not supported (yet)", () => {
       "response_format.x",
       /Unrecognized argument/,
     ],
+    ["empty tools", { tools: [] }, "tools", /at least 1 element/],
     [
-      "tools",
-      { tools: [{ type: "function", function: { name: "f" } }] },
-      "tools",
-      "The 'tools' parameter is not supported yet.",
-    ],
-    [
-      "tool_choice",
+      "tool_choice without tools",
       { tool_choice: "auto" },
       "tool_choice",
-      "The 'tool_choice' parameter is not supported yet.",
+      "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
     ],
     [
-      "parallel_tool_calls",
+      "parallel_tool_calls without tools",
       { parallel_tool_calls: false },
       "parallel_tool_calls",
-      "The 'parallel_tool_calls' parameter is not supported yet.",
+      "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.",
     ],
     ["functions", { functions: [] }, "functions", /'functions' parameter is not supported/],
     [

@@ -1,7 +1,15 @@
 // Parses and validates a POST /v1/chat/completions body into the engine's request fields, with OpenAI-style 400s.
 import { z } from "zod";
-import type { ChatMessage, SamplingParams } from "../engine/types.js";
+import type { ChatMessage, OutputRequest, SamplingParams } from "../engine/types.js";
 import { InvalidRequestError } from "../errors/api-error.js";
+import {
+  assistantToolCallSchema,
+  parseOutputRequest,
+  responseFormatSchema,
+  toolChoiceSchema,
+  toolSchema,
+  toToolCall,
+} from "./chat-request-output.js";
 
 export interface ParsedChatRequest {
   model: string;
@@ -12,6 +20,8 @@ export interface ParsedChatRequest {
   /** seed stays undefined when the client sent none: the handler draws a random one (the library's default is the clock). */
   sampling: Omit<SamplingParams, "seed"> & { seed: number | undefined };
   enableThinking: boolean;
+  /** JSON mode or tools: the reply is constrained (absent for free text). */
+  output?: OutputRequest;
   user?: string;
 }
 
@@ -36,8 +46,6 @@ function refused(message: string) {
     .optional();
 }
 
-// Seam for issue 4 (JSON mode, tools): replace these refusals with real schemas there.
-const notYet = (field: string) => `The '${field}' parameter is not supported yet.`;
 const never = (field: string, why: string) => `The '${field}' parameter is not supported: ${why}`;
 
 const textPartSchema = z.strictObject({ type: z.literal("text"), text: z.string() });
@@ -67,24 +75,15 @@ const messageSchema = nullAsAbsent(
       role: z.literal("assistant"),
       content: contentSchema.optional(),
       name: z.string().optional(),
-      // Accepted so an earlier response can be sent back as it came; neither is put back into the prompt.
+      // Accepted so an earlier response can be sent back as it came; none is put back into the prompt.
       refusal: z.string().optional(),
       reasoning: z.string().optional(),
-      tool_calls: refused("Assistant messages with 'tool_calls' are not supported yet."),
+      reasoning_content: z.string().optional(),
+      tool_calls: z.array(assistantToolCallSchema).optional(),
     }),
     z.strictObject({ role: z.literal("tool"), content: contentSchema, tool_call_id: z.string() }),
   ]),
 );
-
-const responseFormatSchema = z.discriminatedUnion("type", [
-  z.strictObject({ type: z.literal("text") }),
-  z.looseObject({ type: z.literal("json_object") }).superRefine((_, ctx) => {
-    ctx.addIssue({ code: "custom", message: "response_format type 'json_object' is not supported yet." });
-  }),
-  z.looseObject({ type: z.literal("json_schema") }).superRefine((_, ctx) => {
-    ctx.addIssue({ code: "custom", message: "response_format type 'json_schema' is not supported yet." });
-  }),
-]);
 
 const chatRequestSchema = nullAsAbsent(
   z.strictObject({
@@ -105,11 +104,11 @@ const chatRequestSchema = nullAsAbsent(
       z.strictObject({ enable_thinking: z.boolean().optional() }),
     ).optional(),
     response_format: responseFormatSchema.optional(),
-    tools: refused(notYet("tools")),
-    tool_choice: refused(notYet("tool_choice")),
-    parallel_tool_calls: refused(notYet("parallel_tool_calls")),
-    functions: refused(never("functions", "use 'tools' (planned) instead.")),
-    function_call: refused(never("function_call", "use 'tool_choice' (planned) instead.")),
+    tools: z.array(toolSchema).min(1).optional(),
+    tool_choice: toolChoiceSchema.optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    functions: refused(never("functions", "use 'tools' instead.")),
+    function_call: refused(never("function_call", "use 'tool_choice' instead.")),
     reasoning_effort: refused(never("reasoning_effort", "use chat_template_kwargs.enable_thinking instead.")),
     logprobs: z
       .boolean()
@@ -198,6 +197,8 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
     },
     enableThinking: req.chat_template_kwargs?.enable_thinking ?? false,
   };
+  const output = parseOutputRequest(req);
+  if (output !== undefined) parsed.output = output;
   if (req.user !== undefined) parsed.user = req.user;
   return parsed;
 }
@@ -210,6 +211,9 @@ function toChatMessage(message: RequestMessage): ChatMessage {
   const out: ChatMessage = { role: message.role === "developer" ? "system" : message.role, content: text };
   if ("name" in message && message.name !== undefined) out.name = message.name;
   if (message.role === "tool") out.toolCallId = message.tool_call_id;
+  if (message.role === "assistant" && message.tool_calls !== undefined && message.tool_calls.length > 0) {
+    out.toolCalls = message.tool_calls.map(toToolCall);
+  }
   return out;
 }
 

@@ -2,8 +2,7 @@
 import { randomBytes } from "node:crypto";
 import type { FinishReason, UsageCounts } from "../engine/types.js";
 
-/** `tool_calls` is planned (issue 4); the engine reports only stop and length today. */
-export type WireFinishReason = FinishReason | "tool_calls";
+export type WireFinishReason = FinishReason;
 
 export interface Usage {
   prompt_tokens: number;
@@ -58,7 +57,8 @@ export interface ToolCallDelta {
 /** First chunk of a choice: role; then content (or reasoning) fragments; the finishing chunk's delta is empty. */
 export interface ChunkDelta {
   role?: "assistant";
-  content?: string;
+  /** null only in the first chunk of a reply that must be tool calls. */
+  content?: string | null;
   reasoning?: string;
   tool_calls?: ToolCallDelta[];
 }
@@ -98,27 +98,36 @@ export interface ModelList {
 }
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-const ID_CHARS = 29;
 
-/** `chatcmpl-` plus 29 random base62 characters, the length OpenAI's ids have. */
-export function completionId(): string {
-  let id = "chatcmpl-";
-  while (id.length < 9 + ID_CHARS) {
-    for (const byte of randomBytes(ID_CHARS)) {
+/** A prefix plus `length` random base62 characters. */
+function randomId(prefix: string, length: number): string {
+  let id = prefix;
+  while (id.length < prefix.length + length) {
+    for (const byte of randomBytes(length)) {
       // 248 = 4 × 62: bytes above it are skipped so every character is equally likely.
-      if (byte < 248 && id.length < 9 + ID_CHARS) id += BASE62[byte % 62];
+      if (byte < 248 && id.length < prefix.length + length) id += BASE62[byte % 62];
     }
   }
   return id;
 }
 
-/** Engine counts → wire usage. Reasoning tokens stay 0 until the reasoning splitter (issue 4) counts them. */
+/** `chatcmpl-` plus 29 random base62 characters, the length OpenAI's ids have. */
+export function completionId(): string {
+  return randomId("chatcmpl-", 29);
+}
+
+/** `call_` plus 24 random base62 characters, as OpenAI's tool call ids. */
+export function toolCallId(): string {
+  return randomId("call_", 24);
+}
+
+/** Engine counts → wire usage; reasoning tokens are part of completion_tokens and also reported apart. */
 export function toUsage(counts: UsageCounts): Usage {
   return {
     prompt_tokens: counts.promptTokens,
     completion_tokens: counts.completionTokens,
     total_tokens: counts.promptTokens + counts.completionTokens,
     prompt_tokens_details: { cached_tokens: counts.cachedTokens },
-    completion_tokens_details: { reasoning_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: counts.reasoningTokens ?? 0 },
   };
 }

@@ -1,5 +1,6 @@
 // Maps domain failures of the engine and tenancy layers to the HTTP error hierarchy, in one place.
 
+import { JsonSchemaError } from "../chat/json-schema.js";
 import { TemplateError } from "../chat/template.js";
 import {
   ContextOverflowError,
@@ -28,5 +29,7 @@ export function mapDomainError(err: unknown): ApiError {
     );
   }
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
+  // The API checks schemas first; this only keeps a schema the engine rejects a 400 rather than a 500.
+  if (err instanceof JsonSchemaError) return new InvalidRequestError(err.message, "response_format");
   return toApiError(err);
 }

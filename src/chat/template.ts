@@ -1,6 +1,7 @@
 // Renders chats with the model's Jinja template into segments, so client text is never tokenized as control tokens.
 import { Template } from "@huggingface/jinja";
-import type { ChatMessage } from "../engine/types.js";
+import type { ChatMessage, ToolDefinition } from "../engine/types.js";
+import { toolJson } from "./output-plan.js";
 
 /**
  * A piece of the rendered prompt: `special` text is tokenized with special-token parsing, the rest as plain text.
@@ -28,6 +29,8 @@ export interface RenderOptions {
   enableThinking: boolean;
   /** Default true. */
   addGenerationPrompt?: boolean;
+  /** Passed as the template's `tools` (OpenAI's `{type, function}` objects); absent: the variable is undefined. */
+  tools?: readonly ToolDefinition[];
 }
 
 /**
@@ -96,6 +99,7 @@ interface TemplateMessage {
   content: string;
   name?: string;
   tool_call_id?: string;
+  tool_calls?: unknown[];
 }
 
 type StringMapper = (value: string) => string;
@@ -128,6 +132,13 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
       enable_thinking: renderOptions.enableThinking,
       [RAISE_FUNCTION]: raiseException,
     };
+    // Tool JSON is client text too: every string in it (keys included) goes through the same mapping.
+    if (renderOptions.tools !== undefined) {
+      variables.tools = renderOptions.tools.map((tool) => ({
+        type: "function",
+        function: mapStrings(toolJson(tool), map, 1),
+      }));
+    }
     if (options.bosToken !== undefined) variables.bos_token = options.bosToken;
     if (options.eosToken !== undefined) variables.eos_token = options.eosToken;
     try {
@@ -212,11 +223,49 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
 }
 
 function toTemplateMessage(message: ChatMessage, map: StringMapper): TemplateMessage {
+  const calls = message.toolCalls;
+  // "" rather than null for a call without text: templates test `'</think>' in content`, which fails on null.
   const result: TemplateMessage = { role: message.role, content: map(message.content) };
   // Absent keys, not undefined values: templates test `message.name is defined`.
   if (message.name !== undefined) result.name = map(message.name);
   if (message.toolCallId !== undefined) result.tool_call_id = map(message.toolCallId);
+  if (calls !== undefined && calls.length > 0) {
+    // Hugging Face convention: arguments as an object (templates apply `tojson` or iterate `items()`).
+    result.tool_calls = calls.map((call) => ({
+      id: map(call.id),
+      type: "function",
+      function: { name: map(call.name), arguments: mapStrings(parseArguments(call.arguments), map) },
+    }));
+  }
   return result;
+}
+
+/** Arguments sent back as JSON text become an object; anything else stays the client's string. */
+function parseArguments(text: string): unknown {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && value !== null ? value : text;
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * Applies the mapping to every string of a JSON-like value, and to object keys below `keepKeysDepth` levels
+ * (a tool's own keys, `name`/`description`/`parameters`, are the template's vocabulary, not client text).
+ */
+function mapStrings(value: unknown, map: StringMapper, keepKeysDepth = 0): unknown {
+  if (typeof value === "string") return map(value);
+  if (Array.isArray(value)) return value.map((item) => mapStrings(item, map, keepKeysDepth - 1));
+  if (typeof value === "object" && value !== null) {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [
+        keepKeysDepth > 0 ? key : map(key),
+        mapStrings(item, map, keepKeysDepth - 1),
+      ]),
+    );
+  }
+  return value;
 }
 
 function raiseException(message: unknown): never {

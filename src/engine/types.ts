@@ -7,6 +7,38 @@ export interface ChatMessage {
   name?: string;
   /** tool messages: the call they answer. */
   toolCallId?: string;
+  /** assistant messages: the calls it made. */
+  toolCalls?: ToolCall[];
+}
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** JSON text, as the model wrote it (or the client sent it back). */
+  arguments: string;
+}
+
+/** A function the model may call; `parameters` is a JSON Schema the API has checked is in the supported subset. */
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  parameters?: Record<string, unknown>;
+}
+
+export type ResponseFormat =
+  | { type: "text" }
+  | { type: "json_object" }
+  | { type: "json_schema"; name: string; schema: Record<string, unknown> | boolean };
+
+export type ToolChoice = "none" | "auto" | "required" | { name: string };
+
+/** What the reply must look like; absent means free text. Enforced by grammar (src/chat/output-plan.ts). */
+export interface OutputRequest {
+  format: ResponseFormat;
+  tools: ToolDefinition[];
+  toolChoice: ToolChoice;
+  /** false: at most one call. */
+  parallelToolCalls: boolean;
 }
 
 export interface SamplingParams {
@@ -33,22 +65,39 @@ export interface GenerationRequest {
   sampling: SamplingParams;
   /** Prefix-cache scope (the organization): cached tokens are never reused across scopes. */
   cacheScope: string;
+  /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
+  output?: OutputRequest;
   /** Aborting cancels generation (or drops the request from the queue) and frees its sequences at once. */
   signal?: AbortSignal;
 }
 
-export type FinishReason = "stop" | "length";
+export type FinishReason = "stop" | "length" | "tool_calls";
 
 export interface UsageCounts {
   promptTokens: number;
+  /** Every generated token, reasoning included. */
   completionTokens: number;
   /** Prompt tokens not evaluated because a sequence already held them. */
   cachedTokens: number;
+  /** Generated tokens that belong to the reasoning block (absent = 0). */
+  reasoningTokens?: number;
 }
 
+/**
+ * Where a delta's text belongs: absent = the reply's content; `reasoning`; or a tool call's arguments (the first
+ * fragment of a call carries its name and usually empty text).
+ */
+export type DeltaTarget = { kind: "reasoning" } | { kind: "tool_call"; call: number; name?: string };
+
 export type GenerationEvent =
-  | { type: "delta"; choice: number; text: string }
-  | { type: "finish"; choice: number; reason: FinishReason }
+  | { type: "delta"; choice: number; text: string; target?: DeltaTarget }
+  | {
+      type: "finish";
+      choice: number;
+      reason: FinishReason;
+      /** The structured output failed its post-generation check (a grammar bug): why, for the log. */
+      invalid?: string;
+    }
   | { type: "usage"; usage: UsageCounts };
 
 /** An admitted request. Iterate `events` once; the last event is always `usage` (unless the iterator throws). */

@@ -1,6 +1,7 @@
 // The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
 import { getLlama, type Llama, type LlamaContext, type LlamaModel } from "node-llama-cpp";
 import { createPromptRenderer } from "../../chat/template.js";
+import { detectCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { UnknownModelError } from "../errors.js";
 import type { Engine, Generation, GenerationRequest, ModelInfo } from "../types.js";
@@ -71,7 +72,8 @@ export class LlamaEngine implements Engine {
         eosToken: model.tokens.eosString ?? "",
         specialTokens: controlTokenTexts(model),
       });
-      const runner = new ModelRunner({ config, model, context, renderer });
+      const capabilities = detectCapabilities(template);
+      const runner = new ModelRunner({ config, model, context, renderer, capabilities });
       this.loaded.set(config.id, { config, model, context, runner });
       this.options.onModelLoaded?.(config, path);
     }

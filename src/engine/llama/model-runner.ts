@@ -1,8 +1,11 @@
 // One model on one llama.cpp context: the sequence pool, the bounded queue and the continuous-batching step loop.
 import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { TokenBias } from "node-llama-cpp";
+import type { OutputPart } from "../../chat/output-parser.js";
+import { type GenerationPlan, planGeneration, planPrompt } from "../../chat/output-plan.js";
 import { StopMatcher } from "../../chat/stop-matcher.js";
-import type { PromptRenderer } from "../../chat/template.js";
+import type { PromptRenderer, PromptSegment } from "../../chat/template.js";
+import type { TemplateCapabilities } from "../../chat/tool-format.js";
 import { Utf8TokenDecoder } from "../../chat/utf8.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { Channel } from "../channel.js";
@@ -14,6 +17,7 @@ import type {
   GenerationRequest,
   SamplingParams,
 } from "../types.js";
+import { type ChoiceOutput, OutputControl, type PreparedOutput } from "./output-control.js";
 import { chooseSlots, type SlotChoice } from "./slot-choice.js";
 
 type TokenGenerator = AsyncGenerator<Token, void, undefined | Token | Token[]>;
@@ -35,12 +39,15 @@ interface Choice {
   decoder: Utf8TokenDecoder;
   stop: StopMatcher;
   finished: boolean;
+  /** Structured output / reasoning: the parser, grammar state and counts of this choice. */
+  output: ChoiceOutput | undefined;
 }
 
 interface Job {
   request: GenerationRequest;
   prompt: Token[];
   maxTokens: number;
+  output: PreparedOutput | undefined;
   channel: Channel<GenerationEvent>;
   state: "queued" | "prefill" | "decode" | "done";
   lease: SlotChoice | undefined;
@@ -74,6 +81,8 @@ export interface ModelRunnerOptions {
   model: LlamaModel;
   context: LlamaContext;
   renderer: PromptRenderer;
+  /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
+  capabilities: TemplateCapabilities;
 }
 
 export class ModelRunner {
@@ -94,12 +103,16 @@ export class ModelRunner {
   private readonly config: ModelConfig;
   private readonly model: LlamaModel;
   private readonly renderer: PromptRenderer;
+  private readonly capabilities: TemplateCapabilities;
+  private readonly control: OutputControl;
   private eogTokens: Token[] | undefined;
 
   constructor(options: ModelRunnerOptions) {
     this.config = options.config;
     this.model = options.model;
     this.renderer = options.renderer;
+    this.capabilities = options.capabilities;
+    this.control = new OutputControl(options.model.llama, options.model, () => this.endOfGenerationTokens());
     this.slots = [];
     for (let id = 0; id < options.config.parallel; id++) {
       const sequence = options.context.getSequence();
@@ -120,24 +133,47 @@ export class ModelRunner {
     return this.slots.filter((s) => s.busy).length;
   }
 
-  /** Renders, tokenizes, checks the context and admits; rejects before anything is generated. */
-  tokenizePrompt(request: GenerationRequest): Token[] {
-    const segments = this.renderer.render(request.messages, { enableThinking: request.enableThinking });
+  /** Renders the prompt (with the output plan's instructions and tools) and tokenizes it. */
+  preparePrompt(request: GenerationRequest): { tokens: Token[]; plan: GenerationPlan | undefined } {
+    const structured = request.output !== undefined || request.enableThinking;
+    const promptPlan = planPrompt(
+      request.messages,
+      request.output,
+      request.enableThinking,
+      this.capabilities,
+    );
+    const rendered = this.renderer.renderDetailed(promptPlan.messages, {
+      enableThinking: request.enableThinking,
+      ...(promptPlan.templateTools === undefined ? {} : { tools: promptPlan.templateTools }),
+    });
+    const segments: PromptSegment[] = [...rendered.segments];
+    let plan: GenerationPlan | undefined;
+    // Templates that always open <think> need the plan even for plain requests (to close it when reasoning is off).
+    if (structured || this.capabilities.nativeThinking) {
+      plan = planGeneration(promptPlan, rendered.text, request.output, this.capabilities);
+      if (plan.promptSuffix !== "") segments.push({ text: plan.promptSuffix, special: true });
+    }
     const tokens: Token[] = [];
     for (const segment of segments) {
       for (const t of this.model.tokenize(segment.text, segment.special)) tokens.push(t);
     }
-    return tokens;
+    return { tokens, plan };
   }
 
-  submit(request: GenerationRequest): Generation {
+  tokenizePrompt(request: GenerationRequest): Token[] {
+    return this.preparePrompt(request).tokens;
+  }
+
+  /** Renders, tokenizes, checks the context, compiles the grammar and admits; rejects before anything is generated. */
+  async submit(request: GenerationRequest): Promise<Generation> {
     if (request.n > this.slots.length) throw new TooManyChoicesError(request.n, this.slots.length);
-    const prompt = this.tokenizePrompt(request);
+    const { tokens: prompt, plan } = this.preparePrompt(request);
     const contextSize = this.config.contextSize;
     const maxTokens = request.sampling.maxTokens ?? contextSize - prompt.length;
     if (prompt.length + maxTokens > contextSize || maxTokens < 1) {
       throw new ContextOverflowError(contextSize, prompt.length, request.sampling.maxTokens);
     }
+    const output = plan === undefined ? undefined : await this.control.prepare(plan, maxTokens);
     if (this.stopping) throw new QueueFullError(this.config.id);
     const freeSlots = this.slots.length - this.busySlots;
     const mustQueue = this.queue.length > 0 || freeSlots < request.n;
@@ -147,6 +183,7 @@ export class ModelRunner {
       request,
       prompt,
       maxTokens,
+      output,
       channel: new Channel<GenerationEvent>(),
       state: "queued",
       lease: undefined,
@@ -349,23 +386,29 @@ export class ModelRunner {
         decoder: new Utf8TokenDecoder(this.model),
         stop: new StopMatcher(job.request.sampling.stop),
         finished: false,
+        output: job.output === undefined ? undefined : this.control.startChoice(job.output),
       };
-      choice.generator = slot.sequence.evaluate(
-        [lastToken],
-        this.evaluateOptions(job.request.sampling, choice, index),
-      );
+      choice.generator = slot.sequence.evaluate([lastToken], this.evaluateOptions(job, choice, index));
       return choice;
     });
     job.state = "decode";
   }
 
-  private evaluateOptions(sampling: SamplingParams, choice: Choice, index: number) {
+  private evaluateOptions(job: Job, choice: Choice, index: number) {
+    const sampling: SamplingParams = job.request.sampling;
     const penalize = sampling.frequencyPenalty !== 0 || sampling.presencePenalty !== 0;
-    let tokenBias: TokenBias | undefined;
+    let tokenBias: TokenBias | (() => TokenBias) | undefined;
+    const prepared = job.output;
+    const output = choice.output;
     if (sampling.ignoreEos === true) {
-      tokenBias = new TokenBias(this.model.tokenizer);
-      for (const token of this.endOfGenerationTokens()) tokenBias.set(token, "never");
+      const bias = new TokenBias(this.model.tokenizer);
+      for (const token of this.endOfGenerationTokens()) bias.set(token, "never");
+      tokenBias = bias;
+    } else if (prepared !== undefined && output !== undefined) {
+      // Read at every sampling: steers a reasoning block or a JSON structure closed as the budget runs out.
+      tokenBias = () => this.control.bias(prepared, output, job.maxTokens - choice.generated.length);
     }
+    const grammarEvaluationState = output?.grammarState;
     return {
       temperature: sampling.temperature,
       topP: sampling.topP,
@@ -376,6 +419,7 @@ export class ModelRunner {
       yieldEogToken: true,
       evaluationPriority: priorityOf(choice.slot.id),
       ...(tokenBias === undefined ? {} : { tokenBias }),
+      ...(grammarEvaluationState === undefined ? {} : { grammarEvaluationState }),
       ...(penalize
         ? {
             repeatPenalty: {
@@ -421,8 +465,16 @@ export class ModelRunner {
     }
     choice.generated.push(token);
     choice.pending = token;
-    const { emit, stopped } = choice.stop.push(choice.decoder.push(token));
-    if (emit.length > 0) job.channel.push({ type: "delta", choice: choice.index, text: emit });
+    const text = choice.decoder.push(token);
+    const output = choice.output;
+    let stopped: boolean;
+    if (output === undefined) {
+      stopped = this.emitContent(job, choice, text);
+    } else {
+      if (output.parser.inReasoning) output.reasoningTokens++;
+      output.tail = (output.tail + text).slice(-16);
+      stopped = this.emitParts(job, choice, output.parser.push(text));
+    }
     if (stopped) {
       this.finishChoice(job, choice, "stop", false);
     } else if (choice.generated.length >= job.maxTokens) {
@@ -430,14 +482,76 @@ export class ModelRunner {
     }
   }
 
+  /** Content through the stop matcher; true when a stop string ended the choice. */
+  private emitContent(job: Job, choice: Choice, text: string): boolean {
+    const { emit, stopped } = choice.stop.push(text);
+    if (emit.length > 0) job.channel.push({ type: "delta", choice: choice.index, text: emit });
+    return stopped;
+  }
+
+  /** Parsed parts as events. Stop strings apply to free-text content only: cutting JSON or a call would break it. */
+  private emitParts(job: Job, choice: Choice, parts: readonly OutputPart[]): boolean {
+    const structured = job.output?.plan.parser.json === true;
+    for (const part of parts) {
+      const index = choice.index;
+      switch (part.kind) {
+        case "content":
+          if (structured) job.channel.push({ type: "delta", choice: index, text: part.text });
+          else if (this.emitContent(job, choice, part.text)) return true;
+          break;
+        case "reasoning":
+          job.channel.push({ type: "delta", choice: index, text: part.text, target: { kind: "reasoning" } });
+          break;
+        case "tool_call":
+          job.channel.push({
+            type: "delta",
+            choice: index,
+            text: "",
+            target: { kind: "tool_call", call: part.call, name: part.name },
+          });
+          break;
+        case "tool_arguments":
+          job.channel.push({
+            type: "delta",
+            choice: index,
+            text: part.text,
+            target: { kind: "tool_call", call: part.call },
+          });
+          break;
+        default:
+          part satisfies never;
+      }
+    }
+    return false;
+  }
+
   private finishChoice(job: Job, choice: Choice, reason: FinishReason, flush = true): void {
     choice.finished = true;
+    const output = choice.output;
+    let stoppedByString = !flush;
     if (flush) {
-      const { emit, stopped } = choice.stop.push(choice.decoder.flush());
-      const rest = stopped ? emit : emit + choice.stop.flush();
+      const text = choice.decoder.flush();
+      if (output === undefined) stoppedByString = this.emitContent(job, choice, text);
+      else
+        stoppedByString = this.emitParts(job, choice, [
+          ...output.parser.push(text),
+          ...output.parser.finish(),
+        ]);
+      const rest = stoppedByString ? "" : choice.stop.flush();
       if (rest.length > 0) job.channel.push({ type: "delta", choice: choice.index, text: rest });
     }
-    job.channel.push({ type: "finish", choice: choice.index, reason });
+    let finalReason = reason;
+    let invalid: string | undefined;
+    if (output !== undefined && job.output !== undefined && reason === "stop" && !stoppedByString) {
+      if (output.parser.toolCalls.length > 0) finalReason = "tool_calls";
+      if (job.output.plan.grammar !== undefined) invalid = job.output.plan.validate(output.parser);
+    }
+    job.channel.push({
+      type: "finish",
+      choice: choice.index,
+      reason: finalReason,
+      ...(invalid === undefined ? {} : { invalid }),
+    });
   }
 
   /** Ends a job: closes its generators, frees its sequences (their KV stays as a reusable prefix), reports usage. */
@@ -456,9 +570,15 @@ export class ModelRunner {
     job.state = "done";
     if (job.onAbort !== undefined) job.request.signal?.removeEventListener("abort", job.onAbort);
     const completionTokens = job.choices.reduce((sum, c) => sum + c.generated.length, 0);
+    const reasoningTokens = job.choices.reduce((sum, c) => sum + (c.output?.reasoningTokens ?? 0), 0);
     job.channel.push({
       type: "usage",
-      usage: { promptTokens: job.prompt.length, completionTokens, cachedTokens: job.cachedTokens },
+      usage: {
+        promptTokens: job.prompt.length,
+        completionTokens,
+        cachedTokens: job.cachedTokens,
+        reasoningTokens,
+      },
     });
     job.channel.close();
   }

@@ -1,0 +1,152 @@
+// The request fields that shape the reply (response_format, tools, tool_choice, parallel_tool_calls): schemas and checks.
+import { z } from "zod";
+import { compileJsonSchema, JsonSchemaError } from "../chat/json-schema.js";
+import type { OutputRequest, ResponseFormat, ToolCall, ToolChoice, ToolDefinition } from "../engine/types.js";
+import { InvalidRequestError } from "../errors/api-error.js";
+
+/** OpenAI's rule for function names; it also keeps names safe inside grammar literals and call envelopes. */
+const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+const functionName = z
+  .string()
+  .regex(FUNCTION_NAME, "Function names must be 1 to 64 characters of a-z, A-Z, 0-9, underscore and dash");
+
+const jsonSchemaObject = z.record(z.string(), z.unknown());
+
+export const responseFormatSchema = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("text") }),
+  z.strictObject({ type: z.literal("json_object") }),
+  z.strictObject({
+    type: z.literal("json_schema"),
+    json_schema: z.strictObject({
+      name: z
+        .string()
+        .regex(FUNCTION_NAME, "Names must be 1 to 64 characters of a-z, A-Z, 0-9, underscore and dash"),
+      description: z.string().optional(),
+      schema: z.union([jsonSchemaObject, z.boolean()]).optional(),
+      strict: z.boolean().nullable().optional(),
+    }),
+  }),
+]);
+
+export const toolSchema = z.strictObject({
+  type: z.literal("function"),
+  function: z.strictObject({
+    name: functionName,
+    description: z.string().optional(),
+    parameters: jsonSchemaObject.optional(),
+    strict: z.boolean().nullable().optional(),
+  }),
+});
+
+export const toolChoiceSchema = z.union([
+  z.enum(["none", "auto", "required"]),
+  z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: z.string() }) }),
+]);
+
+/** An assistant message's earlier calls, sent back for the round trip. */
+export const assistantToolCallSchema = z.strictObject({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.strictObject({ name: z.string(), arguments: z.string() }),
+});
+
+export function toToolCall(call: z.infer<typeof assistantToolCallSchema>): ToolCall {
+  return { id: call.id, name: call.function.name, arguments: call.function.arguments };
+}
+
+export interface OutputFields {
+  response_format?: z.infer<typeof responseFormatSchema> | undefined;
+  tools?: z.infer<typeof toolSchema>[] | undefined;
+  tool_choice?: z.infer<typeof toolChoiceSchema> | undefined;
+  parallel_tool_calls?: boolean | undefined;
+}
+
+/** Cross-field rules and schema checks; undefined when the reply is free text (the engine's plain path). */
+export function parseOutputRequest(fields: OutputFields): OutputRequest | undefined {
+  const tools = fields.tools ?? [];
+  if (fields.tools === undefined) {
+    if (fields.tool_choice !== undefined) {
+      throw new InvalidRequestError(
+        "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.",
+        "tool_choice",
+      );
+    }
+    if (fields.parallel_tool_calls !== undefined) {
+      throw new InvalidRequestError(
+        "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.",
+        "parallel_tool_calls",
+      );
+    }
+  }
+  const definitions = tools.map((tool, i) => toolDefinition(tool, i));
+  const seen = new Set<string>();
+  for (const [i, tool] of definitions.entries()) {
+    if (seen.has(tool.name)) {
+      throw new InvalidRequestError(
+        `Duplicate function name '${tool.name}' in 'tools'.`,
+        `tools[${i}].function.name`,
+      );
+    }
+    seen.add(tool.name);
+  }
+  const toolChoice = toChoice(fields.tool_choice, definitions);
+  const format = toFormat(fields.response_format);
+  if (format.type === "text" && definitions.length === 0) return undefined;
+  return {
+    format,
+    tools: definitions,
+    toolChoice,
+    parallelToolCalls: fields.parallel_tool_calls ?? true,
+  };
+}
+
+function toolDefinition(tool: z.infer<typeof toolSchema>, index: number): ToolDefinition {
+  const fn = tool.function;
+  const definition: ToolDefinition = { name: fn.name };
+  if (fn.description !== undefined) definition.description = fn.description;
+  if (fn.parameters !== undefined) {
+    const param = `tools[${index}].function.parameters`;
+    const compiled = checkSchema(fn.parameters, param);
+    if (compiled.root.kind !== "object" && compiled.root.kind !== "any") {
+      throw new InvalidRequestError(
+        `Invalid '${param}': the parameters schema must describe an object.`,
+        param,
+      );
+    }
+    definition.parameters = fn.parameters;
+  }
+  return definition;
+}
+
+function toChoice(choice: OutputFields["tool_choice"], tools: readonly ToolDefinition[]): ToolChoice {
+  if (choice === undefined) return "auto";
+  if (typeof choice === "string") return choice;
+  const name = choice.function.name;
+  if (!tools.some((tool) => tool.name === name)) {
+    throw new InvalidRequestError(
+      `Invalid value for 'tool_choice': no function named '${name}' is specified in 'tools'.`,
+      "tool_choice.function.name",
+    );
+  }
+  return { name };
+}
+
+function toFormat(format: OutputFields["response_format"]): ResponseFormat {
+  if (format === undefined || format.type === "text") return { type: "text" };
+  if (format.type === "json_object") return { type: "json_object" };
+  const schema = format.json_schema.schema;
+  if (schema === undefined) return { type: "json_object" };
+  checkSchema(schema, "response_format.json_schema.schema");
+  return { type: "json_schema", name: format.json_schema.name, schema };
+}
+
+function checkSchema(schema: Record<string, unknown> | boolean, param: string) {
+  try {
+    return compileJsonSchema(schema);
+  } catch (error) {
+    if (error instanceof JsonSchemaError) {
+      throw new InvalidRequestError(`Invalid schema for '${param}': ${error.message} (${error.path})`, param);
+    }
+    throw error;
+  }
+}
