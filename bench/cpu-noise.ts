@@ -1,33 +1,68 @@
-// CPU time the hypervisor took from this VM (/proc/stat "steal"): the benchmark's noise, reported next to its numbers.
+// The benchmark's noise, from /proc: CPU time the hypervisor stole, and CPU time other processes took meanwhile.
 import { readFileSync } from "node:fs";
 
-interface CpuTimes {
-  total: number;
-  steal: number;
+export interface CpuNoise {
+  /** % of all cores' time the hypervisor took from this VM. */
+  stealPercent: number;
+  /** % of all cores' time used by processes other than the benchmark and its server (e.g. a test run). */
+  othersPercent: number;
 }
 
-function readCpuTimes(): CpuTimes | undefined {
+interface Snapshot {
+  total: number;
+  busy: number;
+  steal: number;
+  /** CPU ticks of the measured processes. */
+  own: number;
+}
+
+function readSystem(): Omit<Snapshot, "own"> | undefined {
+  const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "")
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already counted in user and nice)
+  const counted = fields.slice(0, 8);
+  if (counted.length < 8 || counted.some(Number.isNaN)) return undefined;
+  const [, , , idle = 0, iowait = 0, , , steal = 0] = counted;
+  const total = counted.reduce((a, b) => a + b, 0);
+  return { total, busy: total - idle - iowait - steal, steal };
+}
+
+/** utime + stime of a process, all its threads (same clock ticks as /proc/stat); 0 once it is gone. */
+function processTicks(pid: number): number {
   try {
-    const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "")
-      .trim()
-      .split(/\s+/)
-      .slice(1)
-      .map(Number);
-    // user nice system idle iowait irq softirq steal [guest guest_nice, already counted in user and nice]
-    const counted = fields.slice(0, 8);
-    if (counted.length < 8 || counted.some(Number.isNaN)) return undefined;
-    return { total: counted.reduce((a, b) => a + b, 0), steal: counted[7] as number };
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(rest[11]) + Number(rest[12]);
+  } catch {
+    return 0;
+  }
+}
+
+function snapshot(pids: readonly number[]): Snapshot | undefined {
+  try {
+    const system = readSystem();
+    if (system === undefined) return undefined;
+    return { ...system, own: pids.reduce((sum, pid) => sum + processTicks(pid), 0) };
   } catch {
     return undefined;
   }
 }
 
-/** Starts a measurement; calling the result gives the percentage of CPU time stolen since (undefined off Linux). */
-export function startStealMeter(): () => number | undefined {
-  const before = readCpuTimes();
+/** Starts a measurement over the given processes; the result gives the noise since (undefined off Linux). */
+export function startNoiseMeter(pids: readonly number[]): () => CpuNoise | undefined {
+  const before = snapshot(pids);
   return () => {
-    const after = readCpuTimes();
+    const after = snapshot(pids);
     if (before === undefined || after === undefined || after.total === before.total) return undefined;
-    return (100 * (after.steal - before.steal)) / (after.total - before.total);
+    const total = after.total - before.total;
+    const others = after.busy - before.busy - (after.own - before.own);
+    return {
+      stealPercent: (100 * (after.steal - before.steal)) / total,
+      othersPercent: Math.max(0, (100 * others) / total),
+    };
   };
 }

@@ -1,14 +1,15 @@
 // The benchmark's result: targets, a Markdown rendering (also what stdout shows) and the files in bench/results/.
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { CpuNoise } from "./cpu-noise.js";
 import type { DecodeCostRow } from "./decode-cost.js";
 import type { LevelResult } from "./workload.js";
 
 /** A level's reported run (the median of the repeats by tokens/s) and every repeat's tokens/s. */
 export interface MeasuredLevel extends LevelResult {
   runsTokensPerSecond: number[];
-  /** CPU time the hypervisor stole during the reported run (Linux /proc/stat). */
-  stealPercent: number | undefined;
+  /** CPU taken by the hypervisor and by other processes during the reported run (Linux /proc). */
+  noise: CpuNoise | undefined;
 }
 
 /** What the runner's counters say about the engine phase's generation steps. */
@@ -42,7 +43,7 @@ export interface BenchReport {
   settings: { maxTokens: number; seconds: number; repeats: number; parallel: number; decodeSteps: number };
   levels: LevelReport[];
   decodeCost: DecodeCostRow[];
-  decodeStealPercent: number | undefined;
+  decodeNoise: CpuNoise | undefined;
   targets: TargetCheck[];
 }
 
@@ -139,17 +140,24 @@ export function renderMarkdown(report: BenchReport): string {
       "tok/decode: generated tokens per llama_decode in the engine phase's generation-only steps.",
     "## Service (HTTP) and engine (in-process)",
     levelsTable(report.levels),
-    `CPU steal % during the reported runs (service / engine): ${report.levels
-      .map(
-        (l) =>
-          `C=${l.concurrency} ${fixed(l.service?.stealPercent, 1)} / ${fixed(l.engine?.stealPercent, 1)}`,
-      )
-      .join(", ")}.`,
+    "CPU noise during the reported runs, % of all cores: hypervisor steal, and other processes (a test run " +
+      "alongside shows here; above 10 % the row is suspect).",
+    table(
+      ["C", "service steal", "service others", "engine steal", "engine others"],
+      report.levels.map((l) => [
+        String(l.concurrency),
+        fixed(l.service?.noise?.stealPercent, 1),
+        fixed(l.service?.noise?.othersPercent, 1),
+        fixed(l.engine?.noise?.stealPercent, 1),
+        fixed(l.engine?.noise?.othersPercent, 1),
+      ]),
+    ),
   ];
   if (report.decodeCost.length > 0) {
     parts.push(
       `## Batched decode cost (raw node-llama-cpp, median of ${settings.decodeSteps} steps, ` +
-        `CPU steal ${fixed(report.decodeStealPercent, 1)} %)`,
+        `CPU steal ${fixed(report.decodeNoise?.stealPercent, 1)} %, ` +
+        `other processes ${fixed(report.decodeNoise?.othersPercent, 1)} %)`,
       "One step = one llama_decode of B tokens (one per sequence) plus sampling; B = 16 is the decode ceiling.",
       table(
         ["B", "ms per step", "max ms", "tok/s", "decodes per step"],

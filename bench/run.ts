@@ -7,7 +7,7 @@ import { usableCores } from "../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
 import type { RunnerStats } from "../src/engine/llama/model-runner.js";
 import { ensureModelFile } from "../src/models/fetch.js";
-import { startStealMeter } from "./cpu-steal.js";
+import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
 import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
 import { engineTarget } from "./engine-target.js";
 import { httpTarget } from "./http-target.js";
@@ -49,17 +49,23 @@ class Plans {
 
 interface PhaseRun {
   run: LevelRun;
-  stealPercent: number | undefined;
+  noise: CpuNoise | undefined;
   batching?: BatchingStats;
 }
 
 /** Runs every level `repeats` times (levels interleaved, to spread the machine's noise) after one warm-up round. */
+interface PhaseSetup {
+  name: string;
+  target: Target;
+  /** The processes doing the phase's work; CPU used by any other process counts as noise. */
+  pids: number[];
+  observe?: () => () => BatchingStats;
+}
+
 async function runPhase(
-  name: string,
-  target: Target,
+  { name, target, pids, observe }: PhaseSetup,
   options: BenchOptions,
   plans: Plans,
-  observe?: () => () => BatchingStats,
 ): Promise<Map<number, PhaseRun[]>> {
   const top = Math.max(...options.levels);
   await runLevel(target, top, { kind: "plan", perClient: new Array<number>(top).fill(1) });
@@ -67,22 +73,30 @@ async function runPhase(
   for (let repeat = 1; repeat <= options.repeats; repeat++) {
     for (const level of options.levels) {
       const finish = observe?.();
-      const steal = startStealMeter();
+      const meter = startNoiseMeter(pids);
       const run = await runLevel(target, level, plans.schedule(level));
-      const stealPercent = steal();
+      const noise = meter();
       plans.record(level, run);
       const batching = finish?.();
-      runs.get(level)?.push(batching === undefined ? { run, stealPercent } : { run, stealPercent, batching });
+      runs.get(level)?.push(batching === undefined ? { run, noise } : { run, noise, batching });
       const r = run.result;
       log(
         `${name} C=${level} run ${repeat}/${options.repeats}: ${r.requests} requests, ${r.completionTokens} tokens, ` +
           `${r.tokensPerSecond.toFixed(1)} tok/s` +
           (batching === undefined ? "" : `, ${batching.tokensPerDecode.toFixed(2)} tok/decode`) +
-          (stealPercent === undefined ? "" : `, ${stealPercent.toFixed(1)}% CPU steal`),
+          (noise === undefined ? "" : `, CPU: ${describeNoise(noise)}`),
       );
     }
   }
   return runs;
+}
+
+/** Other processes above this share of the machine make a run's numbers suspect. */
+const DISTURBED_PERCENT = 10;
+
+function describeNoise(noise: CpuNoise): string {
+  const text = `${noise.stealPercent.toFixed(1)}% steal, ${noise.othersPercent.toFixed(1)}% other processes`;
+  return noise.othersPercent > DISTURBED_PERCENT ? `${text} (DISTURBED: another heavy process ran)` : text;
 }
 
 function representative(runs: readonly PhaseRun[] | undefined): PhaseRun | undefined {
@@ -96,7 +110,7 @@ function measured(runs: readonly PhaseRun[] | undefined): MeasuredLevel | undefi
   return {
     ...chosen.run.result,
     runsTokensPerSecond: runs.map((r) => r.run.result.tokensPerSecond),
-    stealPercent: chosen.stealPercent,
+    noise: chosen.noise,
   };
 }
 
@@ -124,7 +138,8 @@ async function httpPhase(options: BenchOptions, modelId: string, parallel: numbe
       model: modelId,
       maxTokens: options.maxTokens,
     });
-    return await runPhase("http", target, options, plans);
+    const pids = server.pid === undefined ? [process.pid] : [process.pid, server.pid];
+    return await runPhase({ name: "http", target, pids }, options, plans);
   } finally {
     await server.stop();
   }
@@ -140,7 +155,8 @@ async function enginePhase(options: BenchOptions, model: ModelConfig, modelsDir:
     const runner = engine.runners()[0];
     if (runner === undefined) throw new Error("the engine loaded no model");
     const target = engineTarget(engine, model.id, options.maxTokens);
-    return await runPhase("engine", target, options, plans, batchingObserver(runner.stats));
+    const observe = batchingObserver(runner.stats);
+    return await runPhase({ name: "engine", target, pids: [process.pid], observe }, options, plans);
   } finally {
     await engine.dispose();
   }
@@ -168,18 +184,19 @@ async function main(): Promise<void> {
       ? await enginePhase(options, { ...configured, parallel }, config.modelsDir, plans)
       : undefined;
   let decodeCost: DecodeCostRow[] = [];
-  let decodeStealPercent: number | undefined;
+  let decodeNoise: CpuNoise | undefined;
   if (options.phases.includes("decode") && configured !== undefined) {
     log(`decode cost: B = ${DECODE_BATCHES.join(", ")}`);
     const modelPath = await ensureModelFile(configured, { modelsDir: config.modelsDir });
-    const steal = startStealMeter();
+    const meter = startNoiseMeter([process.pid]);
     decodeCost = await measureDecodeCost({
       modelPath,
       batches: DECODE_BATCHES,
       steps: options.decodeSteps,
       threads: configured.threads,
     });
-    decodeStealPercent = steal();
+    decodeNoise = meter();
+    if (decodeNoise !== undefined) log(`decode cost: CPU: ${describeNoise(decodeNoise)}`);
   }
 
   const levels: LevelReport[] = options.levels.map((concurrency) => {
@@ -211,7 +228,7 @@ async function main(): Promise<void> {
     },
     levels,
     decodeCost,
-    decodeStealPercent,
+    decodeNoise,
     targets: checkTargets(levels, decodeCost),
   };
   process.stdout.write(`\n${renderMarkdown(report)}`);
