@@ -72,10 +72,14 @@ export class OutputParser {
     return this.#phase.at === "reasoning" || this.#phase.at === "start";
   }
 
-  /** True while structured output (a JSON answer or a tool call) is being written: its closing needs budget. */
+  /**
+   * True while structured output (a JSON answer or a tool call) is due or being written: its closing needs budget.
+   * A JSON answer counts from before its first character, so a tiny budget starts it as `{}`.
+   */
   get inStructure(): boolean {
-    if (this.#phase.at === "calls") return true;
-    return this.#options.json && this.#phase.at === "content";
+    const at = this.#phase.at;
+    if (at === "calls") return true;
+    return this.#options.json && (at === "content" || at === "answer-start");
   }
 
   /** Open brackets and strings of the structure being written. */
@@ -87,7 +91,8 @@ export class OutputParser {
   get scanner(): JsonScanner | undefined {
     const phase = this.#phase;
     if (phase.at === "calls") return phase.step.expect === "arguments" ? phase.step.scanner : undefined;
-    return this.#options.json && phase.at === "content" ? this.#answerScanner : undefined;
+    const answering = phase.at === "content" || phase.at === "answer-start";
+    return this.#options.json && answering ? this.#answerScanner : undefined;
   }
 
   get toolCalls(): readonly ParsedToolCall[] {

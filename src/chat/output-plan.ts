@@ -80,7 +80,23 @@ export function planPrompt(
     else instructions.push(toolSection(use.tools));
   }
   if (reasoning === "prompted") instructions.push(REASONING_INSTRUCTION);
-  return { messages: withSystemText(messages, instructions), templateTools, reasoning };
+  // A template without tools ignores `tool_calls`: earlier calls become text in the prompted format instead.
+  const rendered = capabilities.tools === undefined ? messages.map(callsAsText) : [...messages];
+  return { messages: withSystemText(rendered, instructions), templateTools, reasoning };
+}
+
+function callsAsText(message: ChatMessage): ChatMessage {
+  const calls = message.toolCalls;
+  if (calls === undefined || calls.length === 0) return message;
+  const envelope = TOOL_ENVELOPES.hermes;
+  const text = calls
+    .map(
+      (call) =>
+        `${envelope.beforeName}${call.name}${envelope.beforeArguments}${call.arguments}${envelope.afterCall}`,
+    )
+    .join(envelope.separator);
+  const { toolCalls: _, ...rest } = message;
+  return { ...rest, content: message.content === "" ? text : `${message.content}\n${text}` };
 }
 
 /** The system-prompt section describing tools for templates without tool support (Qwen's wording). */

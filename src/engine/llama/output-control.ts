@@ -123,10 +123,11 @@ export class OutputControl {
       const after = scanner.clone();
       after.push(text);
       const closed = scanner.openCount - (after.done ? 0 : after.openCount);
-      if (closed > 0) setLogit(bias, token, STEER + closed);
-      else if (closed === 0 && compact) setLogit(bias, token, STEER / 4);
-      else if (closed === 0) setLogit(bias, token, STEER / 2);
-      else if (compact) setLogit(bias, token, STEER / 4);
+      // A comma reopens what a quote closed (`",` ends a value only to start another): it ranks below.
+      const continues = text.includes(",") ? STEER / 5 : 0;
+      if (closed > 0) setLogit(bias, token, STEER + 10 * closed - continues);
+      else if (closed === 0 && !compact) setLogit(bias, token, STEER / 2);
+      else if (compact) setLogit(bias, token, STEER / 4 - continues);
     }
     return bias;
   }
