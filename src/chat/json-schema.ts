@@ -156,7 +156,9 @@ class Compiler {
         `${path}/$ref`,
       );
     }
-    const siblings = Object.keys(schema).filter((key) => key !== "$ref" && !ANNOTATIONS.has(key));
+    const siblings = Object.keys(schema).filter(
+      (key) => key !== "$ref" && key !== "$defs" && key !== "definitions" && !ANNOTATIONS.has(key),
+    );
     if (siblings.length > 0) {
       throw new JsonSchemaError(`Keywords beside '$ref' are not supported: ${siblings.join(", ")}.`, path);
     }
