@@ -4,6 +4,7 @@ import type { ChatMessage } from "../engine/types.js";
 import {
   createPromptRenderer,
   hasLeadingBos,
+  nineCharacterId,
   type PromptRenderer,
   type PromptSegment,
   type RenderedPrompt,
@@ -363,3 +364,30 @@ function captureError(action: () => unknown): unknown {
   }
   throw new Error("expected an error");
 }
+
+describe("tool-call ids for templates that demand 9 characters (Mistral)", () => {
+  it("maps OpenAI call ids onto stable 9-character ids, the same in the call and in its result", () => {
+    const renderer = createPromptRenderer({
+      template: fixture("mistral-nemo.jinja"),
+      bosToken: "<s>",
+      eosToken: "</s>",
+    });
+    const id = "call_abcdefghijklmnopqrstuvwx";
+    const messages: ChatMessage[] = [
+      { role: "user", content: "Weather in Paris?" },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id, name: "get_weather", arguments: '{"city":"Paris"}' }],
+      },
+      { role: "tool", content: "Sunny", toolCallId: id },
+    ];
+    const text = renderer.renderDetailed(messages, { enableThinking: false }).text;
+    const short = nineCharacterId(id);
+    expect(short).toMatch(/^[A-Za-z0-9]{9}$/);
+    expect(text.split(short).length - 1).toBe(2);
+    expect(text).not.toContain(id);
+    expect(nineCharacterId(id)).toBe(short);
+    expect(nineCharacterId(`${id}x`)).not.toBe(short);
+  });
+});

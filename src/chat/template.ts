@@ -1,4 +1,5 @@
 // Renders chats with the model's Jinja template into segments, so client text is never tokenized as control tokens.
+import { createHash } from "node:crypto";
 import { Template } from "@huggingface/jinja";
 import type { ChatMessage, ToolDefinition } from "../engine/types.js";
 import { toolJson } from "./output-plan.js";
@@ -125,9 +126,14 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
   const specialPattern =
     specials.length > 0 ? new RegExp(specials.map(escapeRegExp).join("|"), "g") : undefined;
 
+  // Mistral's templates refuse tool-call ids that are not 9 alphanumerics; OpenAI ids (`call_…`) are mapped onto
+  // such ids the same way in calls and results, so the pairing survives. Alphanumerics need no protection.
+  const toolCallId: StringMapper | undefined = NINE_CHARACTER_IDS.test(options.template)
+    ? nineCharacterId
+    : undefined;
   const run = (messages: readonly ChatMessage[], renderOptions: RenderOptions, map: StringMapper): string => {
     const variables: Record<string, unknown> = {
-      messages: messages.map((message) => toTemplateMessage(message, map)),
+      messages: messages.map((message) => toTemplateMessage(message, map, toolCallId)),
       add_generation_prompt: renderOptions.addGenerationPrompt ?? true,
       enable_thinking: renderOptions.enableThinking,
       [RAISE_FUNCTION]: raiseException,
@@ -222,17 +228,28 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
   };
 }
 
-function toTemplateMessage(message: ChatMessage, map: StringMapper): TemplateMessage {
+const NINE_CHARACTER_IDS = /id\s*\|\s*length\s*!=\s*9/;
+
+/** A stable 9-character alphanumeric id for any tool-call id. */
+export function nineCharacterId(id: string): string {
+  const digest = createHash("sha256").update(id).digest();
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  let result = "";
+  for (let i = 0; i < 9; i++) result += alphabet[(digest[i] ?? 0) % alphabet.length];
+  return result;
+}
+
+function toTemplateMessage(message: ChatMessage, map: StringMapper, toolCallId = map): TemplateMessage {
   const calls = message.toolCalls;
   // "" rather than null for a call without text: templates test `'</think>' in content`, which fails on null.
   const result: TemplateMessage = { role: message.role, content: map(message.content) };
   // Absent keys, not undefined values: templates test `message.name is defined`.
   if (message.name !== undefined) result.name = map(message.name);
-  if (message.toolCallId !== undefined) result.tool_call_id = map(message.toolCallId);
+  if (message.toolCallId !== undefined) result.tool_call_id = toolCallId(message.toolCallId);
   if (calls !== undefined && calls.length > 0) {
     // Hugging Face convention: arguments as an object (templates apply `tojson` or iterate `items()`).
     result.tool_calls = calls.map((call) => ({
-      id: map(call.id),
+      id: toolCallId(call.id),
       type: "function",
       function: { name: map(call.name), arguments: mapStrings(parseArguments(call.arguments), map) },
     }));
