@@ -53,7 +53,6 @@ interface PhaseRun {
   batching?: BatchingStats;
 }
 
-/** Runs every level `repeats` times (levels interleaved, to spread the machine's noise) after one warm-up round. */
 interface PhaseSetup {
   name: string;
   target: Target;
@@ -62,6 +61,7 @@ interface PhaseSetup {
   observe?: () => () => BatchingStats;
 }
 
+/** Runs every level `repeats` times (levels interleaved, to spread the machine's noise) after one warm-up round. */
 async function runPhase(
   { name, target, pids, observe }: PhaseSetup,
   options: BenchOptions,
