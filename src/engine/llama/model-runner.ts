@@ -542,9 +542,20 @@ export class ModelRunner {
     }
     let finalReason = reason;
     let invalid: string | undefined;
-    if (output !== undefined && job.output !== undefined && reason === "stop" && !stoppedByString) {
+    if (output !== undefined && job.output !== undefined && !stoppedByString) {
+      const plan = job.output.plan;
+      const problem = plan.grammar === undefined ? undefined : plan.validate(output.parser);
+      // A reply that carries tool calls ends with "tool_calls" (spec behaviour 4), even when the budget ran out
+      // right after the last call closed; likewise a JSON answer that closed on the last token is complete.
       if (output.parser.toolCalls.length > 0) finalReason = "tool_calls";
-      if (job.output.plan.grammar !== undefined) invalid = job.output.plan.validate(output.parser);
+      else if (
+        reason === "length" &&
+        plan.parser.json === true &&
+        plan.grammar !== undefined &&
+        problem === undefined
+      )
+        finalReason = "stop";
+      if (finalReason !== "length") invalid = problem;
     }
     job.channel.push({
       type: "finish",
