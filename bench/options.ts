@@ -1,6 +1,6 @@
 // The benchmark's knobs, read once from the environment.
 
-export type Phase = "http" | "engine" | "decode";
+export type Phase = "http" | "engine" | "decode" | "keys" | "grammar";
 
 export interface BenchOptions {
   /** Concurrency levels, ascending. */
@@ -19,7 +19,7 @@ export interface BenchOptions {
   model: string | undefined;
 }
 
-const PHASES: readonly Phase[] = ["http", "engine", "decode"];
+const PHASES: readonly Phase[] = ["http", "engine", "decode", "keys", "grammar"];
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];

@@ -184,10 +184,10 @@ export function renderMarkdown(report: BenchReport): string {
 }
 
 /** Writes <timestamp>.json and .md, and latest.md; returns the paths written. */
-export async function writeReport(report: BenchReport, dir: string): Promise<string[]> {
+export async function writeReport(report: BenchReport, dir: string, extra = ""): Promise<string[]> {
   await mkdir(dir, { recursive: true });
   const stamp = report.startedAt.replace(/:/g, "-").replace(/\.\d+Z$/, "Z");
-  const markdown = renderMarkdown(report);
+  const markdown = renderMarkdown(report) + extra;
   const files = [
     [join(dir, `${stamp}.json`), `${JSON.stringify(report, null, 2)}\n`],
     [join(dir, `${stamp}.md`), markdown],

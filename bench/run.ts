@@ -10,7 +10,9 @@ import { ensureModelFile } from "../src/models/fetch.js";
 import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
 import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
 import { engineTarget } from "./engine-target.js";
+import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
+import { benchKeyVerify } from "./key-verify.js";
 import { type BenchOptions, readBenchOptions } from "./options.js";
 import {
   type BatchingStats,
@@ -231,8 +233,18 @@ async function main(): Promise<void> {
     decodeNoise,
     targets: checkTargets(levels, decodeCost),
   };
-  process.stdout.write(`\n${renderMarkdown(report)}`);
-  const written = await writeReport(report, RESULTS_DIR);
+  // Microbenchmarks of other features, each loading what it needs after the model phases are done.
+  let extra = "";
+  if (options.phases.includes("keys")) {
+    log("key verification cost");
+    extra += `\n## API key verification\n\n${await benchKeyVerify()}\n`;
+  }
+  if (options.phases.includes("grammar")) {
+    log("grammar cost");
+    extra += `\n## Grammar cost (structured output)\n\n${await benchGrammarCost()}\n`;
+  }
+  process.stdout.write(`\n${renderMarkdown(report)}${extra}`);
+  const written = await writeReport(report, RESULTS_DIR, extra);
   log(`\nwrote ${written.join(", ")}`);
 }
 
