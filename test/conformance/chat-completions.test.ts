@@ -1,7 +1,8 @@
 // Conformance: the official openai client against a real `hearth serve` process and the real default model.
-import OpenAI, { APIError } from "openai";
+import type OpenAI from "openai";
+import { APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServerProcess, startServerProcess } from "../support/server-process.js";
+import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
 
 const MODEL = "smollm2-135m-instruct";
 let server: ServerProcess;
@@ -9,7 +10,7 @@ let client: OpenAI;
 
 beforeAll(async () => {
   server = await startServerProcess();
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: server.apiKey, maxRetries: 0 });
+  client = openaiClient(server);
 });
 
 afterAll(async () => {
@@ -286,7 +287,7 @@ describe("streamed completions (behaviour 2)", () => {
 
 describe("errors", () => {
   it("401 invalid_api_key for a wrong key", async () => {
-    const bad = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: "sk-wrong", maxRetries: 0 });
+    const bad = openaiClient(server, "sk-wrong");
     await expectError(
       bad.chat.completions.create({ model: MODEL, messages: ask("hi") }),
       401,

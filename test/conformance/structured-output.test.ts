@@ -1,5 +1,6 @@
 // Conformance of JSON mode, tools and reasoning: the official openai client, a real server, the real default model.
-import OpenAI, { APIError } from "openai";
+import type OpenAI from "openai";
+import { APIError } from "openai";
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -7,7 +8,7 @@ import type {
   ChatCompletionTool,
 } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServerProcess, startServerProcess } from "../support/server-process.js";
+import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
 
 const MODEL = "smollm2-135m-instruct";
 let server: ServerProcess;
@@ -15,7 +16,7 @@ let client: OpenAI;
 
 beforeAll(async () => {
   server = await startServerProcess();
-  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: server.apiKey, maxRetries: 0 });
+  client = openaiClient(server);
 });
 
 afterAll(async () => {

@@ -4,9 +4,9 @@ import { execFile } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import OpenAI, { APIError } from "openai";
+import { APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ServerProcess, startServerProcess } from "../support/server-process.js";
+import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
 
 const run = promisify(execFile);
 const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
@@ -38,7 +38,7 @@ async function hearth(...args: string[]) {
 }
 
 function clientFor(apiKey: string) {
-  return new OpenAI({ baseURL: `${server.url}/v1`, apiKey, maxRetries: 0 });
+  return openaiClient(server, apiKey);
 }
 
 async function errorFrom(promise: Promise<unknown>): Promise<APIError> {

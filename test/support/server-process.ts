@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import OpenAI from "openai";
 import { pgliteTemplate } from "./pglite-template.js";
 
 export interface ServerProcess {
@@ -71,4 +72,9 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
       return code;
     },
   };
+}
+
+/** The official client pointed at a test server, without retries so every status is seen as sent. */
+export function openaiClient(server: Pick<ServerProcess, "url" | "apiKey">, apiKey = server.apiKey): OpenAI {
+  return new OpenAI({ baseURL: `${server.url}/v1`, apiKey, maxRetries: 0 });
 }
