@@ -4,4 +4,7 @@ export interface Principal {
   orgId: string;
   orgName: string;
   keyId: string;
+  /** The organization's requests and tokens per minute; null = unlimited. Seen by other replicas within the key cache TTL. */
+  rpm: number | null;
+  tpm: number | null;
 }

@@ -3,6 +3,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigserial,
+  boolean,
   check,
   index,
   integer,
@@ -106,9 +107,54 @@ export const auditLog = pgTable(
   (t) => [index("audit_log_at_idx").on(t.at), index("audit_log_org_id_idx").on(t.orgId, t.at)],
 );
 
+// One row per chat completion admitted by the engine (finished, stopped by the client, or failed after admission).
+// No foreign keys: usage is billing evidence and must outlive the keys and orgs it names.
+export const usageRecords = pgTable(
+  "usage_records",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    // When the request ended.
+    at: instant("at").notNull(),
+    orgId: text("org_id").notNull(),
+    keyId: text("key_id").notNull(),
+    model: text("model").notNull(),
+    requestId: text("request_id").notNull(),
+    promptTokens: integer("prompt_tokens").notNull(),
+    // Every generated token, reasoning included (reasoning is billed as output).
+    completionTokens: integer("completion_tokens").notNull(),
+    reasoningTokens: integer("reasoning_tokens").notNull(),
+    cachedTokens: integer("cached_tokens").notNull(),
+    // "completed" (the reply was sent whole), "aborted" (the client left), "error" (failed after admission).
+    status: text("status").notNull(),
+    latencyMs: integer("latency_ms").notNull(),
+  },
+  (t) => [
+    index("usage_records_org_at_idx").on(t.orgId, t.at),
+    check("usage_records_status_check", sql`${t.status} in ('completed', 'aborted', 'error')`),
+  ],
+);
+
+// Dashboard sign-in sessions. The cookie carries a random token; only its SHA-256 is stored.
+export const sessions = pgTable(
+  "sessions",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull().unique(),
+    // The signed-in user; null for an operator session opened with the admin token.
+    userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
+    operator: boolean("operator").notNull().default(false),
+    createdAt: instant("created_at").notNull().defaultNow(),
+    expiresAt: instant("expires_at").notNull(),
+    lastSeenAt: instant("last_seen_at").notNull().defaultNow(),
+  },
+  (t) => [index("sessions_user_id_idx").on(t.userId), index("sessions_expires_at_idx").on(t.expiresAt)],
+);
+
 export type OrganizationRow = typeof organizations.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type ModelGrantRow = typeof modelGrants.$inferSelect;
 export type UserRow = typeof users.$inferSelect;
 export type MembershipRow = typeof memberships.$inferSelect;
 export type AuditLogRow = typeof auditLog.$inferSelect;
+export type UsageRecordRow = typeof usageRecords.$inferSelect;
+export type SessionRow = typeof sessions.$inferSelect;

@@ -158,7 +158,7 @@ export class TenancyService {
     if (changes.rpm === undefined && changes.tpm === undefined) {
       throw new TenancyValidationError("Give at least one limit to set (rpm or tpm).", "rpm");
     }
-    return this.db.transaction(async (tx) => {
+    const updated = await this.db.transaction(async (tx) => {
       const org = await this.requireOrgRow(tx, orgName);
       const [row] = await tx
         .update(organizations)
@@ -169,6 +169,9 @@ export class TenancyService {
       await this.audit(tx, actor, "limits.set", org.id, org.name, { rpm: row.rpm, tpm: row.tpm });
       return toOrg(row, await this.grantedModels(tx, org.id));
     });
+    // Cached principals carry the limits: this replica applies the change at once, others within the TTL.
+    this.keyCache.deleteWhere((entry) => entry.principal.orgId === updated.id);
+    return updated;
   }
 
   async listOrgs(): Promise<Org[]> {
@@ -265,7 +268,7 @@ export class TenancyService {
         .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
         .returning({ orgId: apiKeys.orgId });
       const found = await tx
-        .select({ key: apiKeys, orgName: organizations.name })
+        .select({ key: apiKeys, orgName: organizations.name, rpm: organizations.rpm, tpm: organizations.tpm })
         .from(apiKeys)
         .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
         .where(eq(apiKeys.id, id));
@@ -292,7 +295,7 @@ export class TenancyService {
     }
 
     const rows = await this.db
-      .select({ key: apiKeys, orgName: organizations.name })
+      .select({ key: apiKeys, orgName: organizations.name, rpm: organizations.rpm, tpm: organizations.tpm })
       .from(apiKeys)
       .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
       .where(eq(apiKeys.hash, hash))
@@ -305,7 +308,13 @@ export class TenancyService {
     if (key.revokedAt !== null) return null;
     if (key.expiresAt !== null && key.expiresAt.getTime() <= now) return null;
 
-    const principal: Principal = { orgId: key.orgId, orgName: row.orgName, keyId: key.id };
+    const principal: Principal = {
+      orgId: key.orgId,
+      orgName: row.orgName,
+      keyId: key.id,
+      rpm: row.rpm,
+      tpm: row.tpm,
+    };
     this.keyCache.set(hash, { principal, keyExpiresAt: key.expiresAt?.getTime() ?? null });
     this.lastUsed.record(key.id, now);
     return { ...principal };

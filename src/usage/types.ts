@@ -1,0 +1,28 @@
+// The usage meter port: one record per admitted chat completion, buffered, never lost on a clean stop.
+
+export type UsageStatus = "completed" | "aborted" | "error";
+
+export interface UsageRecord {
+  /** When the request ended. */
+  at: Date;
+  orgId: string;
+  keyId: string;
+  model: string;
+  requestId: string;
+  promptTokens: number;
+  /** Every generated token, reasoning included. */
+  completionTokens: number;
+  reasoningTokens: number;
+  cachedTokens: number;
+  status: UsageStatus;
+  latencyMs: number;
+}
+
+export interface UsageMeter {
+  /** Buffers the record; it is written within the flush interval (or by flush/dispose). Never throws. */
+  record(record: UsageRecord): void;
+  /** Writes every buffered record now. */
+  flush(): Promise<void>;
+  /** Flushes and stops the timer; records after this are written at once. */
+  dispose(): Promise<void>;
+}
