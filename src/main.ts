@@ -3,7 +3,7 @@ import { mkdirSync } from "node:fs";
 import { type ServerType, serve } from "@hono/node-server";
 import { loadOrCreateAdminToken } from "./admin/admin-token.js";
 import { createApp } from "./app/create-app.js";
-import type { Services } from "./app/services.js";
+import { createServices, disposeServices, type Services } from "./app/services.js";
 import { loadOrCreateKeySecret } from "./auth/key-secret.js";
 import type { HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
@@ -62,7 +62,16 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
     onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
   });
-  const services: Services = { config, engine, tenancy, adminToken, logger, storeReady: () => true };
+  let draining = false;
+  const services = createServices({
+    config,
+    engine,
+    tenancy,
+    db: store.db,
+    adminToken,
+    logger,
+    draining: () => draining,
+  });
   const app = createApp(services);
 
   const server: ServerType = await new Promise((resolve) => {
@@ -85,14 +94,17 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const shutdown = () => {
     closing ??= (async () => {
       logger.info("shutting down: draining running requests");
+      draining = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       const http = server as import("node:http").Server;
       http.closeIdleConnections();
       await engine.drain();
+      await services.accounting.settled();
       // Running responses have ended; idle keep-alive sockets would otherwise hold close() for seconds.
       http.closeAllConnections();
       await engine.dispose();
       await closed;
+      await disposeServices(services);
       await tenancy.dispose(); // writes the coalesced last_used_at times before the store closes
       await store.close();
     })();

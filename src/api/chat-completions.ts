@@ -1,5 +1,6 @@
 // POST /v1/chat/completions: parse → access → admit → stream SSE chunks or one JSON body.
 import { randomInt } from "node:crypto";
+import { performance } from "node:perf_hooks";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
 import { mapDomainError } from "../app/error-mapping.js";
@@ -12,6 +13,8 @@ import type {
   UsageCounts,
 } from "../engine/types.js";
 import { toApiError } from "../errors/api-error.js";
+import { rateLimitHeaders } from "../limits/headers.js";
+import type { Admission } from "../limits/types.js";
 import { type ParsedChatRequest, parseChatRequest, parseJsonBody } from "./chat-request.js";
 import { assertModelAccess } from "./model-access.js";
 import { SSE_HEADERS, type SseWriter, sseStream } from "./sse.js";
@@ -25,13 +28,16 @@ import {
 } from "./wire.js";
 
 export async function chatCompletions(c: Context<AppEnv>, services: Services): Promise<Response> {
+  const startedAt = performance.now();
   const body = parseJsonBody(await c.req.text());
   const parsed = parseChatRequest(body, { maxN: services.config.server.maxN });
   const principal = c.get("principal");
   await assertModelAccess(services, principal, parsed.model);
+  c.set("model", parsed.model);
 
   const abort = new AbortController();
   onClientClose(c, () => abort.abort());
+  let admission: Admission | undefined;
   const request: GenerationRequest = {
     model: parsed.model,
     messages: parsed.messages,
@@ -40,23 +46,42 @@ export async function chatCompletions(c: Context<AppEnv>, services: Services): P
     sampling: { ...parsed.sampling, seed: parsed.sampling.seed ?? randomInt(2 ** 31) },
     cacheScope: principal.orgId,
     signal: abort.signal,
+    // Rate limits are charged once the prompt's size is known and before the engine queues the request.
+    admit: async (promptTokens, maxTokens) => {
+      admission = await services.limiter.admit(principal, promptTokens + maxTokens);
+    },
     ...(parsed.output === undefined ? {} : { output: parsed.output }),
   };
-  let generation: Generation;
+  let admitted: Generation;
   try {
-    generation = await services.engine.generate(request);
+    admitted = await services.engine.generate(request);
   } catch (err) {
-    throw mapDomainError(err);
+    await admission?.refund();
+    const apiError = mapDomainError(err);
+    if (apiError.code === "rate_limit_exceeded" || apiError.code === "engine_overloaded") {
+      services.metrics.rejected(apiError.code);
+    }
+    throw apiError;
   }
+  const generation = services.accounting.meter(admitted, {
+    principal,
+    model: parsed.model,
+    requestId: c.get("requestId"),
+    startedAt,
+    admission,
+    signal: abort.signal,
+  });
+  const headers = admission === undefined ? {} : rateLimitHeaders(admission.snapshot);
   const meta = { id: completionId(), created: Math.floor(Date.now() / 1000), model: parsed.model };
   if (parsed.stream) {
     const stream = sseStream(
       (writer) => streamChunks(writer, generation, parsed, meta, services, c.get("requestId")),
       () => abort.abort(),
     );
-    return new Response(stream, { status: 200, headers: SSE_HEADERS });
+    return new Response(stream, { status: 200, headers: { ...SSE_HEADERS, ...headers } });
   }
-  return c.json(await collect(generation, parsed, meta, (invalid) => logInvalid(services, c, invalid)));
+  const completion = await collect(generation, parsed, meta, (invalid) => logInvalid(services, c, invalid));
+  return c.json(completion, 200, headers);
 }
 
 interface CompletionMeta {

@@ -7,6 +7,7 @@ import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { requireApiKey } from "../auth/require-api-key.js";
 import { ApiError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from "../errors/api-error.js";
+import { rateLimitHeaders } from "../limits/headers.js";
 import { requestId } from "../observability/request-id.js";
 import type { AppEnv } from "./env.js";
 import { mapDomainError } from "./error-mapping.js";
@@ -20,8 +21,15 @@ export function createApp(services: Services): Hono<AppEnv> {
   app.use("*", requestId(logger));
 
   app.get("/health", (c) => {
+    if (services.draining()) return c.json({ status: "draining" }, 503);
     const ready = services.engine.isReady() && services.storeReady();
     return c.json({ status: ready ? "ok" : "starting" }, ready ? 200 : 503);
+  });
+
+  // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.
+  app.get("/metrics", async (c) => {
+    const { contentType, body } = await services.metrics.render();
+    return c.body(body, 200, { "content-type": contentType });
   });
 
   const v1 = new Hono<AppEnv>();
@@ -34,7 +42,25 @@ export function createApp(services: Services): Hono<AppEnv> {
       },
     }),
   );
+  v1.use("/chat/completions", async (c, next) => {
+    await next();
+    const model = c.get("model");
+    services.metrics.requestFinished(model ?? "unknown", c.res.status);
+  });
   v1.use("*", requireApiKey(services.tenancy));
+  // Every authenticated /v1 response carries the x-ratelimit-* headers; chat completions set them at admission.
+  v1.use("*", async (c, next) => {
+    await next();
+    if (c.res.headers.has("x-ratelimit-limit-requests") || c.res.headers.has("x-ratelimit-limit-tokens"))
+      return;
+    try {
+      const snapshot = await services.limiter.snapshot(c.get("principal"));
+      for (const [name, value] of Object.entries(rateLimitHeaders(snapshot))) c.res.headers.set(name, value);
+    } catch (err) {
+      // Headers are advisory: a limiter that cannot answer must not turn a served response into an error.
+      logger.warn({ err, requestId: c.get("requestId") }, "reading the rate-limit state failed");
+    }
+  });
   v1.post("/chat/completions", (c) => chatCompletions(c, services));
   v1.get("/models", (c) => listModels(c, services));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services));

@@ -1,8 +1,15 @@
-// The typed services bag built once by main.ts and handed to createApp.
+// The typed services bag built once by main.ts (and by tests) and handed to createApp.
+import { Accounting } from "../api/accounting.js";
 import type { HearthConfig } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
+import { createRateLimiter } from "../limits/create-limiter.js";
+import type { RateLimiter } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
+import { Metrics } from "../observability/metrics.js";
+import type { StoreDb } from "../store/open-store.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
+import { PgUsageMeter } from "../usage/pg-meter.js";
+import type { UsageMeter } from "../usage/types.js";
 
 export interface Services {
   config: HearthConfig;
@@ -10,6 +17,52 @@ export interface Services {
   tenancy: TenancyService;
   adminToken: string;
   logger: Logger;
+  limiter: RateLimiter;
+  usageMeter: UsageMeter;
+  metrics: Metrics;
+  /** Usage, limit settlement and token metrics of every admitted chat completion. */
+  accounting: Accounting;
   /** True once the store is open and migrated. */
   storeReady: () => boolean;
+  /** True once SIGTERM started the drain: /health answers 503 so balancers stop sending. */
+  draining: () => boolean;
+}
+
+export interface ServiceParts {
+  config: HearthConfig;
+  engine: Engine;
+  tenancy: TenancyService;
+  db: StoreDb;
+  adminToken: string;
+  logger: Logger;
+  draining?: () => boolean;
+}
+
+/** Builds the limiter, usage meter, metrics and accounting around the engine, tenancy and store. */
+export function createServices(parts: ServiceParts): Services {
+  const { config, engine, tenancy, db, adminToken, logger } = parts;
+  const usageMeter = new PgUsageMeter(db, {
+    onError: (err) => logger.error({ err }, "writing usage records failed; will retry"),
+  });
+  const metrics = new Metrics(engine);
+  return {
+    config,
+    engine,
+    tenancy,
+    adminToken,
+    logger,
+    limiter: createRateLimiter({ redisUrl: config.redisUrl, logger }),
+    usageMeter,
+    metrics,
+    accounting: new Accounting({ usageMeter, metrics, logger }),
+    storeReady: () => true,
+    draining: parts.draining ?? (() => false),
+  };
+}
+
+/** Releases what createServices made (after the engine has drained and before the store closes). */
+export async function disposeServices(services: Services): Promise<void> {
+  await services.accounting.settled();
+  await services.usageMeter.dispose(); // every admitted request's record is written before the store closes
+  await services.limiter.dispose();
 }

@@ -2,7 +2,7 @@
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app/create-app.js";
-import type { Services } from "../../src/app/services.js";
+import { createServices } from "../../src/app/services.js";
 import { loadOrCreateKeySecret } from "../../src/auth/key-secret.js";
 import { loadConfig } from "../../src/config/load.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
@@ -31,14 +31,14 @@ beforeAll(async () => {
     models: config.models.map((m) => ({ ...m, parallel: 2 })),
     resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
   });
-  const services: Services = {
+  const services = createServices({
     config,
     engine,
     tenancy,
     adminToken: "admin-token-for-tests",
     logger: createLogger("silent"),
-    storeReady: () => true,
-  };
+    db: store.db,
+  });
   app = createApp(services);
 });
 

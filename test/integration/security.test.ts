@@ -8,7 +8,7 @@ import { Writable } from "node:stream";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app/create-app.js";
-import type { Services } from "../../src/app/services.js";
+import { createServices } from "../../src/app/services.js";
 import { loadOrCreateKeySecret } from "../../src/auth/key-secret.js";
 import { MISSING_API_KEY_MESSAGE } from "../../src/auth/require-api-key.js";
 import { type HearthConfig, modelConfigSchema } from "../../src/config/schema.js";
@@ -139,14 +139,14 @@ describe.each(STORE_BACKENDS)("security of every /v1 route on %s", (backendName,
       models: cfg.models,
       resolveModelPath: () => Promise.reject(new Error("the security suite never loads a model")),
     });
-    const services: Services = {
+    const services = createServices({
       config: cfg,
       engine,
       tenancy,
       adminToken: ADMIN_TOKEN,
       logger: createLogger("debug", logs.stream),
-      storeReady: () => true,
-    };
+      db: store.db,
+    });
     app = createApp(services);
 
     // Set up through the admin API, as an operator would.
