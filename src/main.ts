@@ -94,14 +94,13 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const shutdown = () => {
     closing ??= (async () => {
       logger.info("shutting down: draining running requests");
+      // Still listening while running requests finish: new ones get a 503 they can retry elsewhere.
       draining = true;
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      const http = server as import("node:http").Server;
-      http.closeIdleConnections();
       await engine.drain();
       await services.accounting.settled();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Running responses have ended; idle keep-alive sockets would otherwise hold close() for seconds.
-      http.closeAllConnections();
+      (server as import("node:http").Server).closeAllConnections();
       await engine.dispose();
       await closed;
       await disposeServices(services);

@@ -57,11 +57,7 @@ export async function chatCompletions(c: Context<AppEnv>, services: Services): P
     admitted = await services.engine.generate(request);
   } catch (err) {
     await admission?.refund();
-    const apiError = mapDomainError(err);
-    if (apiError.code === "rate_limit_exceeded" || apiError.code === "engine_overloaded") {
-      services.metrics.rejected(apiError.code);
-    }
-    throw apiError;
+    throw mapDomainError(err);
   }
   const generation = services.accounting.meter(admitted, {
     principal,

@@ -6,7 +6,13 @@ import { createAdminApp } from "../admin/admin-app.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { requireApiKey } from "../auth/require-api-key.js";
-import { ApiError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from "../errors/api-error.js";
+import {
+  ApiError,
+  EngineOverloadedError,
+  MethodNotAllowedError,
+  NotFoundError,
+  PayloadTooLargeError,
+} from "../errors/api-error.js";
 import { rateLimitHeaders } from "../limits/headers.js";
 import { requestId } from "../observability/request-id.js";
 import type { AppEnv } from "./env.js";
@@ -47,6 +53,12 @@ export function createApp(services: Services): Hono<AppEnv> {
     const model = c.get("model");
     services.metrics.requestFinished(model ?? "unknown", c.res.status);
   });
+  v1.use("*", async (_c, next) => {
+    if (services.draining()) {
+      throw new EngineOverloadedError("The server is shutting down, please retry the request.");
+    }
+    await next();
+  });
   v1.use("*", requireApiKey(services.tenancy));
   // Every authenticated /v1 response carries the x-ratelimit-* headers; chat completions set them at admission.
   v1.use("*", async (c, next) => {
@@ -77,6 +89,9 @@ export function createApp(services: Services): Hono<AppEnv> {
 
   app.onError((err, c) => {
     const apiError = mapDomainError(err);
+    if (apiError.code === "rate_limit_exceeded" || apiError.code === "engine_overloaded") {
+      services.metrics.rejected(apiError.code);
+    }
     if (apiError.status >= 500 && !(err instanceof ApiError)) {
       logger.error({ err, requestId: c.get("requestId") }, "unhandled error");
     }
