@@ -56,7 +56,13 @@ export async function chatCompletions(c: Context<AppEnv>, services: Services): P
   try {
     admitted = await services.engine.generate(request);
   } catch (err) {
-    await admission?.refund();
+    // Refused after the limiter charged it (overloaded, timed out, client left): the charge is given back.
+    await admission?.refund().catch((refundErr: unknown) => {
+      services.logger.warn(
+        { err: refundErr, requestId: c.get("requestId") },
+        "refunding a rate-limit charge failed",
+      );
+    });
     throw mapDomainError(err);
   }
   const generation = services.accounting.meter(admitted, {

@@ -9,6 +9,7 @@ import { Metrics } from "../observability/metrics.js";
 import type { StoreDb } from "../store/open-store.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
 import { PgUsageMeter } from "../usage/pg-meter.js";
+import { UsageQueries } from "../usage/queries.js";
 import type { UsageMeter } from "../usage/types.js";
 
 export interface Services {
@@ -19,6 +20,8 @@ export interface Services {
   logger: Logger;
   limiter: RateLimiter;
   usageMeter: UsageMeter;
+  /** Usage summaries for the CLI, the admin API and the dashboard. */
+  usageQueries: UsageQueries;
   metrics: Metrics;
   /** Usage, limit settlement and token metrics of every admitted chat completion. */
   accounting: Accounting;
@@ -53,6 +56,7 @@ export function createServices(parts: ServiceParts): Services {
     logger,
     limiter: createRateLimiter({ redisUrl: config.redisUrl, logger }),
     usageMeter,
+    usageQueries: new UsageQueries(db),
     metrics,
     accounting: new Accounting({ usageMeter, metrics, logger }),
     storeReady: () => true,
