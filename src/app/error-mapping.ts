@@ -5,11 +5,14 @@ import { TemplateError } from "../chat/template.js";
 import {
   ContextOverflowError,
   QueueFullError,
+  QueueTimeoutError,
+  RequestAbortedError,
   TooManyChoicesError,
   UnknownModelError,
 } from "../engine/errors.js";
 import {
   type ApiError,
+  ClientClosedRequestError,
   ContextLengthError,
   EngineOverloadedError,
   InvalidRequestError,
@@ -20,6 +23,9 @@ import {
 export function mapDomainError(err: unknown): ApiError {
   if (err instanceof ContextOverflowError) return new ContextLengthError(err.message);
   if (err instanceof QueueFullError) return new EngineOverloadedError();
+  // Same answer as a full queue: the client backs off and retries (retry-after), nothing was generated.
+  if (err instanceof QueueTimeoutError) return new EngineOverloadedError();
+  if (err instanceof RequestAbortedError) return new ClientClosedRequestError();
   if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
   // A template that rejects the conversation (e.g. roles out of order) is the client's input, not our fault.
   if (err instanceof TemplateError && err.kind !== "syntax") {

@@ -18,7 +18,12 @@ describe("loadConfig", () => {
     const config = loadConfig({ env: { HEARTH_DATA_DIR: "/tmp/x", HEARTH_MODELS_DIR: "/tmp/m" } });
     expect(config.server).toMatchObject({ host: "127.0.0.1", port: 8000 });
     expect(config.models.map((m) => m.id)).toEqual([DEFAULT_MODEL_ID]);
-    expect(config.models[0]).toMatchObject({ contextSize: 2048, parallel: 8, maxQueue: 64 });
+    expect(config.models[0]).toMatchObject({
+      contextSize: 2048,
+      parallel: 8,
+      maxQueue: 64,
+      queueTimeoutMs: 30_000,
+    });
     expect(config.dataDir).toBe("/tmp/x");
     expect(config.modelsDir).toBe("/tmp/m");
     expect(config.serverUrl).toBe("http://127.0.0.1:8000");
@@ -36,6 +41,27 @@ describe("loadConfig", () => {
     expect(config.models).toHaveLength(1);
     expect(config.models[0]).toMatchObject({ id: "a", parallel: 4, maxQueue: 3, contextSize: 2048 });
     expect(config.serverUrl).toBe("http://elsewhere:1");
+  });
+
+  it("takes the queue settings from the environment, command-line overrides winning", () => {
+    const yaml = "models:\n  - id: a\n    source: ./a.gguf\n    queueTimeoutMs: 5000\n";
+    expect(load(yaml).models[0]).toMatchObject({ queueTimeoutMs: 5000, maxQueue: 64 });
+    const env = { HEARTH_QUEUE_TIMEOUT_MS: "250", HEARTH_MAX_QUEUE: "3", HEARTH_PARALLEL: "2" };
+    expect(load(yaml, env).models[0]).toMatchObject({ queueTimeoutMs: 250, maxQueue: 3, parallel: 2 });
+    const overridden = loadConfig({
+      configPath: configFile(yaml),
+      env,
+      overrides: { queueTimeoutMs: 40, maxQueue: 0 },
+    });
+    expect(overridden.models[0]).toMatchObject({ queueTimeoutMs: 40, maxQueue: 0, parallel: 2 });
+  });
+
+  it("refuses out-of-range overrides like values in the file", () => {
+    expect(() => loadConfig({ env: { HEARTH_QUEUE_TIMEOUT_MS: "0" } })).toThrow(/queueTimeoutMs/);
+    expect(() => loadConfig({ env: {}, overrides: { parallel: 0 } })).toThrow(/parallel/);
+    expect(() => loadConfig({ env: { HEARTH_QUEUE_TIMEOUT_MS: "soon" } })).toThrow(
+      /HEARTH_QUEUE_TIMEOUT_MS must be an integer/,
+    );
   });
 
   it("says which field is wrong and why", () => {

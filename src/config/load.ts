@@ -5,7 +5,13 @@ import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
 import { parseModelSource } from "../models/source.js";
-import { defaultModels, fileConfigSchema, type HearthConfig, type ModelConfig } from "./schema.js";
+import {
+  defaultModels,
+  fileConfigSchema,
+  type HearthConfig,
+  type ModelConfig,
+  modelConfigSchema,
+} from "./schema.js";
 
 /** A config problem, worded for the operator. The CLI prints it without a stack trace. */
 export class ConfigError extends Error {
@@ -17,7 +23,13 @@ export interface LoadConfigOptions {
   configPath?: string | undefined;
   env?: NodeJS.ProcessEnv;
   /** Command-line overrides. */
-  overrides?: { host?: string; port?: number; parallel?: number; maxQueue?: number };
+  overrides?: {
+    host?: string;
+    port?: number;
+    parallel?: number;
+    maxQueue?: number;
+    queueTimeoutMs?: number;
+  };
 }
 
 export function formatZodIssues(error: z.ZodError, where: string): string {
@@ -67,11 +79,22 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
 
   const parallel = overrides.parallel ?? envInt(env, "HEARTH_PARALLEL");
   const maxQueue = overrides.maxQueue ?? envInt(env, "HEARTH_MAX_QUEUE");
-  const models: ModelConfig[] = (parsed.data.models ?? defaultModels).map((m) => ({
-    ...m,
-    ...(parallel === undefined ? {} : { parallel }),
-    ...(maxQueue === undefined ? {} : { maxQueue }),
-  }));
+  const queueTimeoutMs = overrides.queueTimeoutMs ?? envInt(env, "HEARTH_QUEUE_TIMEOUT_MS");
+  const models: ModelConfig[] = (parsed.data.models ?? defaultModels).map((m) => {
+    // Overrides go through the model schema too, so an out-of-range value is refused like one in the file.
+    const merged = modelConfigSchema.safeParse({
+      ...m,
+      ...(parallel === undefined ? {} : { parallel }),
+      ...(maxQueue === undefined ? {} : { maxQueue }),
+      ...(queueTimeoutMs === undefined ? {} : { queueTimeoutMs }),
+    });
+    if (!merged.success) {
+      throw new ConfigError(
+        formatZodIssues(merged.error, `Model "${m.id}" with command-line and environment overrides`),
+      );
+    }
+    return merged.data;
+  });
   const ids = new Set<string>();
   for (const m of models) {
     try {

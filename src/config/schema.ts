@@ -25,7 +25,14 @@ export const modelConfigSchema = z
       .min(0)
       .max(100000)
       .default(64)
-      .describe("requests waiting for a free sequence"),
+      .describe("requests waiting for a free sequence, across all organizations"),
+    queueTimeoutMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(3_600_000)
+      .default(30_000)
+      .describe("longest wait in the queue before the request is refused with 503"),
     threads: z.number().int().min(0).max(256).default(0).describe("0 = the cores this process may use"),
     batchSize: z.number().int().min(16).max(8192).default(512),
     prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),

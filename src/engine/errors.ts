@@ -31,6 +31,28 @@ export class QueueFullError extends Error {
   }
 }
 
+/** The request waited in the model's queue longer than its `queueTimeoutMs`; nothing was generated. */
+export class QueueTimeoutError extends Error {
+  override name = "QueueTimeoutError";
+  constructor(
+    readonly model: string,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      `The engine for model ${model} is overloaded: the request waited ${timeoutMs} ms for a free sequence.`,
+    );
+  }
+}
+
+/** The request's signal aborted before it left the queue (the client left); nothing was generated. */
+export class RequestAbortedError extends Error {
+  // The conventional name, so code that checks `err.name === "AbortError"` recognises it.
+  override name = "AbortError";
+  constructor(readonly model: string) {
+    super(`The request for model ${model} was aborted before it was admitted.`);
+  }
+}
+
 /** n is larger than the model's parallel sequences. */
 export class TooManyChoicesError extends Error {
   override name = "TooManyChoicesError";

@@ -63,12 +63,24 @@ export interface GenerationRequest {
   enableThinking: boolean;
   n: number;
   sampling: SamplingParams;
-  /** Prefix-cache scope (the organization): cached tokens are never reused across scopes. */
+  /**
+   * The organization. Prefix-cache scope (cached tokens are never reused across scopes) and fairness key of
+   * the queue (turns are taken per scope; one scope holds at most half the queue).
+   */
   cacheScope: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
-  /** Aborting cancels generation (or drops the request from the queue) and frees its sequences at once. */
+  /**
+   * Aborting while queued drops the request (`generate` rejects with RequestAbortedError, nothing generated);
+   * aborting later cancels generation and frees its sequences at once (the last event is still `usage`).
+   */
   signal?: AbortSignal;
+  /**
+   * Called once the prompt is tokenized and fits the context, before the request is queued: `maxTokens` is
+   * the most it can generate (per-choice budget × n). Throwing refuses the request (the error propagates,
+   * nothing is queued). When `generate` rejects after this resolved, nothing was generated.
+   */
+  admit?: (promptTokens: number, maxTokens: number) => Promise<void>;
 }
 
 export type FinishReason = "stop" | "length" | "tool_calls";
@@ -100,7 +112,10 @@ export type GenerationEvent =
     }
   | { type: "usage"; usage: UsageCounts };
 
-/** An admitted request. Iterate `events` once; the last event is always `usage` (unless the iterator throws). */
+/**
+ * An admitted request, holding its sequences. Iterate `events` once; the last event is always `usage` (unless
+ * the iterator throws), also after a cancel mid-generation (the tokens actually generated).
+ */
 export interface Generation {
   readonly promptTokens: number;
   readonly events: AsyncIterable<GenerationEvent>;
@@ -112,15 +127,29 @@ export interface ModelInfo {
   created: number;
 }
 
+/** One model's load right now (the metrics gauges). */
+export interface ModelLoad {
+  model: string;
+  /** Sequences (slots) of the model's context. */
+  parallel: number;
+  busySequences: number;
+  /** Requests waiting for sequences. */
+  queueDepth: number;
+}
+
 export interface Engine {
   /** Every configured model, loaded or not. */
   listModels(): ModelInfo[];
   /** True once every model is loaded. */
   isReady(): boolean;
   /**
-   * Renders and tokenizes the prompt and admits the request. Throws synchronously-rejected errors from
-   * engine/errors.ts (unknown model, context overflow, queue full) before anything is generated.
+   * Renders and tokenizes the prompt, runs `request.admit`, and resolves once the request has left the queue
+   * with its sequences leased. Rejects before anything is generated with errors from engine/errors.ts: unknown
+   * model, context overflow, too many choices, queue full (at once), queue timeout (after the model's
+   * `queueTimeoutMs`), request aborted (the signal aborted while queued); or with what `admit` threw.
    */
   generate(request: GenerationRequest): Promise<Generation>;
+  /** Every loaded model's sequences and queue right now. */
+  modelLoad(): ModelLoad[];
   dispose(): Promise<void>;
 }

@@ -117,6 +117,38 @@ export class MethodNotAllowedError extends ApiError {
   }
 }
 
+/** The window a 429 ran out of; OpenAI puts it in error.type. */
+export type RateLimitKind = "requests" | "tokens";
+
+export interface RateLimitErrorOptions {
+  /** When the window has room again; written as retry-after (whole seconds, 1..60) and retry-after-ms. */
+  retryAfterMs: number;
+  /** The x-ratelimit-* headers of the moment of refusal. */
+  headers?: Record<string, string>;
+  /** False when waiting cannot help (one request larger than the whole window): x-should-retry: false. */
+  retryable?: boolean;
+}
+
+/** 429: the organization's requests or tokens per minute are spent; nothing was consumed. */
+export class RateLimitError extends ApiError {
+  constructor(
+    readonly kind: RateLimitKind,
+    message: string,
+    { retryAfterMs, headers = {}, retryable = true }: RateLimitErrorOptions,
+  ) {
+    const ms = Math.min(60_000, Math.max(1, Math.ceil(retryAfterMs)));
+    super(429, kind, message, {
+      code: "rate_limit_exceeded",
+      headers: {
+        ...headers,
+        "retry-after": String(Math.ceil(ms / 1000)),
+        "retry-after-ms": String(ms),
+        ...(retryable ? {} : { "x-should-retry": "false" }),
+      },
+    });
+  }
+}
+
 /** 503: the engine's queue is full or the service is draining. The client should retry after a short back-off. */
 export class EngineOverloadedError extends ApiError {
   constructor(
@@ -129,6 +161,18 @@ export class EngineOverloadedError extends ApiError {
         "retry-after": String(retryAfterSeconds),
         "retry-after-ms": String(retryAfterSeconds * 1000),
       },
+    });
+  }
+}
+
+/**
+ * 499 (nginx's "client closed request"): the client left before its request was admitted. Nobody reads the body;
+ * the status keeps such requests apart from server errors in logs and metrics.
+ */
+export class ClientClosedRequestError extends ApiError {
+  constructor() {
+    super(499, "invalid_request_error", "The client closed the request before it was admitted.", {
+      code: "client_closed_request",
     });
   }
 }

@@ -1,5 +1,5 @@
 // Prometheus metrics (prom-client) for GET /metrics: requests, tokens, latencies, queue and sequence load.
-// PLACEHOLDER until the metrics work lands: the recording methods exist, nothing is exported yet.
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { UsageCounts } from "../engine/types.js";
 
 /** The load of one model's engine right now, for the queue-depth and busy-sequence gauges. */
@@ -7,19 +7,140 @@ export interface ModelLoadSource {
   modelLoad(): { model: string; parallel: number; busySequences: number; queueDepth: number }[];
 }
 
+/**
+ * Time to first token on CPU: queue wait plus prompt prefill, from tens of milliseconds (a short prompt on an
+ * idle small model) to a minute (a long prompt behind a full queue on a large one).
+ */
+const TTFT_BUCKETS = [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60];
+/** One decode step shared by every running sequence: ~10 ms for a tiny model alone, up to seconds when loaded. */
+const INTER_TOKEN_BUCKETS = [0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5];
+
+/** Label values of `model` beyond which new ones are folded into "other" (a safety net, not the normal path). */
+const MAX_MODEL_LABELS = 64;
+
+/**
+ * The service's metrics in a registry of their own (not prom-client's global one), so several apps can live
+ * in one process. Labels are bounded: configured model ids and HTTP statuses, never keys or organizations.
+ */
 export class Metrics {
-  constructor(readonly load: ModelLoadSource) {}
+  readonly registry = new Registry();
+  private readonly models = new Set<string>();
+  private readonly requests: Counter<"model" | "status">;
+  private readonly promptTokens: Counter<"model">;
+  private readonly completionTokens: Counter<"model">;
+  private readonly cachedPromptTokens: Counter<"model">;
+  private readonly ttft: Histogram<"model">;
+  private readonly interToken: Histogram<"model">;
+  private readonly rateLimited: Counter;
+  private readonly overloaded: Counter;
+
+  constructor(readonly load: ModelLoadSource) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+    this.requests = new Counter({
+      name: "hearth_requests_total",
+      help: "Chat completion requests answered, by model and HTTP status.",
+      labelNames: ["model", "status"],
+      registers,
+    });
+    const modelCounter = (name: string, help: string) =>
+      new Counter({ name, help, labelNames: ["model"], registers });
+    this.promptTokens = modelCounter("hearth_prompt_tokens_total", "Prompt tokens of admitted requests.");
+    this.completionTokens = modelCounter(
+      "hearth_completion_tokens_total",
+      "Generated tokens (reasoning included).",
+    );
+    this.cachedPromptTokens = modelCounter(
+      "hearth_cached_prompt_tokens_total",
+      "Prompt tokens served from a sequence's cached prefix instead of being evaluated.",
+    );
+    this.ttft = new Histogram({
+      name: "hearth_time_to_first_token_seconds",
+      help: "From the request's arrival to its first generated token (queue wait and prefill included).",
+      labelNames: ["model"],
+      buckets: TTFT_BUCKETS,
+      registers,
+    });
+    this.interToken = new Histogram({
+      name: "hearth_inter_token_latency_seconds",
+      help: "Time between consecutive generated tokens of one choice.",
+      labelNames: ["model"],
+      buckets: INTER_TOKEN_BUCKETS,
+      registers,
+    });
+    this.rateLimited = new Counter({
+      name: "hearth_rate_limited_total",
+      help: "Requests refused with 429 by the organization's rate limits.",
+      registers,
+    });
+    this.overloaded = new Counter({
+      name: "hearth_overloaded_total",
+      help: "Requests refused with 503 engine_overloaded (queue full, queue timeout, draining).",
+      registers,
+    });
+    const loadGauge = (name: string, help: string, read: (l: ModelLoadRow) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["model"],
+        registers,
+        // Read at scrape time from the engine, so the gauge is never stale.
+        collect() {
+          this.reset();
+          for (const row of load.modelLoad()) this.set({ model: row.model }, read(row));
+        },
+      });
+    loadGauge("hearth_queue_depth", "Requests waiting for a free sequence.", (l) => l.queueDepth);
+    loadGauge("hearth_busy_sequences", "Sequences generating or prefilling.", (l) => l.busySequences);
+    loadGauge("hearth_sequences", "Sequences (parallel slots) of the model's context.", (l) => l.parallel);
+  }
 
   /** One finished /v1/chat/completions response (any status); model is a configured id or "unknown". */
-  requestFinished(_model: string, _status: number): void {}
+  requestFinished(model: string, status: number): void {
+    this.requests.inc({ model: this.modelLabel(model), status: String(status) });
+  }
+
   /** Tokens of one admitted request (prompt, completion, cached prompt tokens). */
-  tokens(_model: string, _usage: UsageCounts): void {}
-  timeToFirstToken(_model: string, _seconds: number): void {}
-  interTokenLatency(_model: string, _seconds: number): void {}
+  tokens(model: string, usage: UsageCounts): void {
+    const labels = { model: this.modelLabel(model) };
+    this.promptTokens.inc(labels, usage.promptTokens);
+    this.completionTokens.inc(labels, usage.completionTokens);
+    this.cachedPromptTokens.inc(labels, usage.cachedTokens);
+  }
+
+  timeToFirstToken(model: string, seconds: number): void {
+    this.ttft.observe({ model: this.modelLabel(model) }, seconds);
+  }
+
+  interTokenLatency(model: string, seconds: number): void {
+    this.interToken.observe({ model: this.modelLabel(model) }, seconds);
+  }
+
   /** A 429 or 503 answered before generation. */
-  rejected(_code: "rate_limit_exceeded" | "engine_overloaded"): void {}
+  rejected(code: "rate_limit_exceeded" | "engine_overloaded"): void {
+    switch (code) {
+      case "rate_limit_exceeded":
+        this.rateLimited.inc();
+        break;
+      case "engine_overloaded":
+        this.overloaded.inc();
+        break;
+      default:
+        code satisfies never;
+    }
+  }
 
   async render(): Promise<{ contentType: string; body: string }> {
-    return { contentType: "text/plain; version=0.0.4; charset=utf-8", body: "" };
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** The caller passes configured ids or "unknown"; this keeps a bug there from growing the series without end. */
+  private modelLabel(model: string): string {
+    if (this.models.has(model)) return model;
+    if (this.models.size >= MAX_MODEL_LABELS) return "other";
+    this.models.add(model);
+    return model;
   }
 }
+
+type ModelLoadRow = ReturnType<ModelLoadSource["modelLoad"]>[number];

@@ -1,7 +1,8 @@
-// The llama engine on the real default model, in-process: batching, prefix reuse, n>1, seeds, limits, aborts.
+// The llama engine on the real default model, in-process: batching, prefix reuse, n>1, seeds, limits, admission,
+// the fair queue, aborts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
-import { ContextOverflowError, QueueFullError } from "../../src/engine/errors.js";
+import { ContextOverflowError, QueueFullError, RequestAbortedError } from "../../src/engine/errors.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { ModelRunner } from "../../src/engine/llama/model-runner.js";
 import type {
@@ -15,7 +16,8 @@ import { ensureModelFile } from "../../src/models/fetch.js";
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
-const model = { ...base, parallel: 4, maxQueue: 2, contextSize: 1024, prefillChunk: 64 };
+// A queue of 4: each organization may hold 2 places.
+const model = { ...base, parallel: 4, maxQueue: 4, contextSize: 1024, prefillChunk: 64 };
 
 let engine: LlamaEngine;
 let runner: ModelRunner;
@@ -77,7 +79,37 @@ async function collect(generation: Generation): Promise<Collected> {
     else usage = event.usage;
   }
   if (usage === undefined) throw new Error("no usage event");
+  expect(events.at(-1)?.type).toBe("usage");
   return { texts, reasons, events, usage };
+}
+
+/** Polls the runner (submit renders and tokenizes before it queues) until `condition` holds. */
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Records the order in which requests leave the queue (or are refused), by name. */
+function tracker() {
+  const order: string[] = [];
+  return {
+    order,
+    track(name: string, pending: Promise<Generation>): Promise<Generation> {
+      return pending.then(
+        (generation) => {
+          order.push(name);
+          return generation;
+        },
+        (err: unknown) => {
+          order.push(`${name}:${(err as Error).name}`);
+          throw err;
+        },
+      );
+    },
+  };
 }
 
 describe("llama engine on the real model", () => {
@@ -178,32 +210,115 @@ describe("llama engine on the real model", () => {
     expect(result.texts[0]).toMatch(/4/);
   });
 
-  it("refuses prompt + max_tokens beyond the context", async () => {
+  it("refuses prompt + max_tokens beyond the context, before the admission hook", async () => {
+    let admitted = 0;
+    const admit = async () => {
+      admitted++;
+    };
     await expect(
-      engine.generate(request("hi", { sampling: sampling({ maxTokens: 1020 }) })),
+      engine.generate(request("hi", { sampling: sampling({ maxTokens: 1020 }), admit })),
     ).rejects.toBeInstanceOf(ContextOverflowError);
-    await expect(engine.generate(request("word ".repeat(1100)))).rejects.toBeInstanceOf(ContextOverflowError);
+    await expect(engine.generate(request("word ".repeat(1100), { admit }))).rejects.toBeInstanceOf(
+      ContextOverflowError,
+    );
+    expect(admitted).toBe(0);
   });
 
-  it("rejects beyond the bounded queue and frees sequences when a request is aborted", async () => {
-    const long = () => sampling({ maxTokens: 400, ignoreEos: true });
-    const controllers = Array.from({ length: 6 }, () => new AbortController());
+  it("calls the admission hook with the prompt size and the whole budget; a refusal queues nothing", async () => {
+    const calls: [number, number][] = [];
+    const generation = await engine.generate(
+      request("Say hi.", {
+        n: 2,
+        sampling: sampling({ maxTokens: 8 }),
+        admit: async (promptTokens, maxTokens) => {
+          calls.push([promptTokens, maxTokens]);
+        },
+      }),
+    );
+    expect(calls).toEqual([[generation.promptTokens, 16]]);
+    expect((await collect(generation)).reasons).toHaveLength(2);
+    // No max_tokens: the budget is the rest of the context.
+    const open = await engine.generate(
+      request("Say hi.", {
+        sampling: sampling({ maxTokens: undefined }),
+        admit: async (promptTokens, maxTokens) => {
+          calls.push([promptTokens, maxTokens]);
+        },
+      }),
+    );
+    expect(calls[1]).toEqual([open.promptTokens, 1024 - open.promptTokens]);
+    await collect(open);
+
+    const refusal = new Error("over the organization's token limit");
+    const decodesBefore = runner.stats.decodes;
+    await expect(
+      engine.generate(
+        request("Say hi.", {
+          admit: async () => {
+            throw refusal;
+          },
+        }),
+      ),
+    ).rejects.toBe(refusal);
+    expect(runner.queueDepth).toBe(0);
+    expect(runner.busySlots).toBe(0);
+    expect(runner.stats.decodes).toBe(decodesBefore);
+  });
+
+  it("admits when sequences are free, takes turns between organizations, refuses a full share or queue at once", async () => {
+    const long = sampling({ maxTokens: 400, ignoreEos: true });
+    const holders = Array.from({ length: 4 }, () => new AbortController());
+    // generate() resolves only once a request holds its sequence: these four take every sequence.
     const running = await Promise.all(
-      controllers.map((ac) =>
-        engine.generate(request("Tell me a story.", { sampling: long(), signal: ac.signal })),
+      holders.map((ac) =>
+        engine.generate(
+          request("Tell me a story.", { sampling: long, signal: ac.signal, cacheScope: "org_a" }),
+        ),
       ),
     );
-    expect(runner.busySlots).toBe(4);
-    expect(runner.queueDepth).toBe(2);
-    await expect(engine.generate(request("one more"))).rejects.toBeInstanceOf(QueueFullError);
-    // Let generation start, then cancel everything: every sequence must come back.
-    const firstTokens = running[0]?.events[Symbol.asyncIterator]().next();
-    await firstTokens;
-    for (const ac of controllers) ac.abort();
-    const done = await Promise.all(running.slice(1).map(collect));
-    for (const r of done) expect(r.usage.completionTokens).toBeLessThan(400);
-    await new Promise((r) => setTimeout(r, 200));
-    expect(runner.busySlots).toBe(0);
+    expect(runner.load()).toMatchObject({ parallel: 4, busySequences: 4, queueDepth: 0 });
+
+    const { order, track } = tracker();
+    const short = (scope: string, extra: Partial<GenerationRequest> = {}) =>
+      request("Say hi.", { sampling: sampling({ maxTokens: 4 }), cacheScope: scope, ...extra });
+    const a5 = track("a5", engine.generate(short("org_a")));
+    const a6 = track("a6", engine.generate(short("org_a")));
+    await until(() => runner.queueDepth === 2, "a5 and a6 are queued");
+    // org_a holds its share (2 of 4 places): refused at once although the queue has room, after the hook ran.
+    let hookRan = false;
+    await expect(
+      engine.generate(
+        short("org_a", {
+          admit: async () => {
+            hookRan = true;
+          },
+        }),
+      ),
+    ).rejects.toBeInstanceOf(QueueFullError);
+    expect(hookRan).toBe(true);
+    // Another organization still gets a place, behind org_a's two.
+    const b1 = track("b1", engine.generate(short("org_b")));
+    await until(() => runner.queueDepth === 3, "b1 is queued");
+    // A client that leaves while queued: dropped at once, no sequence used.
+    const leaving = new AbortController();
+    const c1 = track("c1", engine.generate(short("org_c", { signal: leaving.signal })));
+    await until(() => runner.queueDepth === 4, "c1 is queued");
+    await expect(engine.generate(short("org_d"))).rejects.toBeInstanceOf(QueueFullError);
+    leaving.abort();
+    await expect(c1).rejects.toBeInstanceOf(RequestAbortedError);
+    expect(runner.load()).toMatchObject({ busySequences: 4, queueDepth: 3 });
+    expect(order).toEqual(["c1:AbortError"]);
+
+    // Cancel the running four mid-generation: each still ends with usage (tokens generated so far).
+    await running[0]?.events[Symbol.asyncIterator]().next();
+    for (const ac of holders) ac.abort();
+    const cancelled = await Promise.all(running.slice(1).map(collect));
+    for (const r of cancelled) expect(r.usage.completionTokens).toBeLessThan(400);
+    // org_b's request starts before org_a's second one, which was queued before it.
+    const admitted = await Promise.all([a5, a6, b1]);
+    expect(order).toEqual(["c1:AbortError", "a5", "b1", "a6"]);
+    for (const r of await Promise.all(admitted.map(collect))) expect(r.reasons).toHaveLength(1);
+    await until(() => runner.busySlots === 0, "every sequence is free");
     expect(runner.queueDepth).toBe(0);
   });
 

@@ -4,7 +4,7 @@ import { createPromptRenderer } from "../../chat/template.js";
 import { detectCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { UnknownModelError } from "../errors.js";
-import type { Engine, Generation, GenerationRequest, ModelInfo } from "../types.js";
+import type { Engine, Generation, GenerationRequest, ModelInfo, ModelLoad } from "../types.js";
 import { usableCores } from "./cpu.js";
 import { ModelRunner, sequenceOrderStrategy } from "./model-runner.js";
 
@@ -101,6 +101,10 @@ export class LlamaEngine implements Engine {
 
   async generate(request: GenerationRequest): Promise<Generation> {
     return this.runner(request.model).submit(request);
+  }
+
+  modelLoad(): ModelLoad[] {
+    return [...this.loaded.values()].map((m) => m.runner.load());
   }
 
   /** Stops admitting and waits for running requests to finish. */

@@ -1,4 +1,4 @@
-// One model on one llama.cpp context: the sequence pool, the bounded queue and the continuous-batching step loop.
+// One model on one llama.cpp context: the sequence pool, the fair bounded queue and the continuous-batching step loop.
 import type { LlamaContext, LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { TokenBias } from "node-llama-cpp";
 import type { OutputPart } from "../../chat/output-parser.js";
@@ -9,12 +9,20 @@ import type { TemplateCapabilities } from "../../chat/tool-format.js";
 import { Utf8TokenDecoder } from "../../chat/utf8.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { Channel } from "../channel.js";
-import { ContextOverflowError, QueueFullError, TooManyChoicesError } from "../errors.js";
+import {
+  ContextOverflowError,
+  QueueFullError,
+  QueueTimeoutError,
+  RequestAbortedError,
+  TooManyChoicesError,
+} from "../errors.js";
+import { FairQueue } from "../fair-queue.js";
 import type {
   FinishReason,
   Generation,
   GenerationEvent,
   GenerationRequest,
+  ModelLoad,
   SamplingParams,
 } from "../types.js";
 import { type ChoiceOutput, OutputControl, type PreparedOutput } from "./output-control.js";
@@ -50,6 +58,10 @@ interface Job {
   output: PreparedOutput | undefined;
   channel: Channel<GenerationEvent>;
   state: "queued" | "prefill" | "decode" | "done";
+  /** Settles `submit`: resolved when the job leaves the queue with its sequences, rejected when it never will. */
+  admission: { resolve: (generation: Generation) => void; reject: (error: Error) => void };
+  /** Queue timeout, while queued. */
+  timer: NodeJS.Timeout | undefined;
   lease: SlotChoice | undefined;
   /** Next prompt index to prefill; the prompt's last token is evaluated by the generators. */
   prefillPos: number;
@@ -95,7 +107,7 @@ export class ModelRunner {
     generationStepDecodes: 0,
   };
   private readonly slots: Slot[];
-  private readonly queue: Job[] = [];
+  private readonly queue: FairQueue<Job>;
   private readonly active: Job[] = [];
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
@@ -113,6 +125,12 @@ export class ModelRunner {
     this.renderer = options.renderer;
     this.capabilities = options.capabilities;
     this.control = new OutputControl(options.model.llama, options.model, () => this.endOfGenerationTokens());
+    // The organization is the fairness key: the same value that scopes the prefix cache.
+    this.queue = new FairQueue<Job>({
+      maxQueue: options.config.maxQueue,
+      bypassLimit: options.config.parallel,
+      tenantOf: (job) => job.request.cacheScope,
+    });
     this.slots = [];
     for (let id = 0; id < options.config.parallel; id++) {
       const sequence = options.context.getSequence();
@@ -131,6 +149,16 @@ export class ModelRunner {
 
   get busySlots(): number {
     return this.slots.filter((s) => s.busy).length;
+  }
+
+  /** Sequences, busy sequences and queued requests right now (the metrics gauges). */
+  load(): ModelLoad {
+    return {
+      model: this.config.id,
+      parallel: this.slots.length,
+      busySequences: this.busySlots,
+      queueDepth: this.queue.length,
+    };
   }
 
   /** Renders the prompt (with the output plan's instructions and tools) and tokenizes it. */
@@ -164,8 +192,13 @@ export class ModelRunner {
     return this.preparePrompt(request).tokens;
   }
 
-  /** Renders, tokenizes, checks the context, compiles the grammar and admits; rejects before anything is generated. */
+  /**
+   * Renders, tokenizes, checks the context, compiles the grammar, runs the request's admission hook, then waits
+   * in the fair queue; resolves once the request holds its sequences. Rejects before anything is generated:
+   * queue full (at once), queue timeout, or the signal aborted while waiting.
+   */
   async submit(request: GenerationRequest): Promise<Generation> {
+    const model = this.config.id;
     if (request.n > this.slots.length) throw new TooManyChoicesError(request.n, this.slots.length);
     const { tokens: prompt, plan } = this.preparePrompt(request);
     const contextSize = this.config.contextSize;
@@ -174,36 +207,49 @@ export class ModelRunner {
       throw new ContextOverflowError(contextSize, prompt.length, request.sampling.maxTokens);
     }
     const output = plan === undefined ? undefined : await this.control.prepare(plan, maxTokens);
-    if (this.stopping) throw new QueueFullError(this.config.id);
-    const freeSlots = this.slots.length - this.busySlots;
-    const mustQueue = this.queue.length > 0 || freeSlots < request.n;
-    if (mustQueue && this.queue.length >= this.config.maxQueue) throw new QueueFullError(this.config.id);
-
-    const job: Job = {
-      request,
-      prompt,
-      maxTokens,
-      output,
-      channel: new Channel<GenerationEvent>(),
-      state: "queued",
-      lease: undefined,
-      prefillPos: 0,
-      choices: [],
-      cachedTokens: 0,
-      prepared: false,
-      cancelled: false,
-      onAbort: undefined,
-    };
     const signal = request.signal;
-    if (signal !== undefined) {
-      if (signal.aborted) job.cancelled = true;
-      job.onAbort = () => this.cancel(job);
-      signal.addEventListener("abort", job.onAbort, { once: true });
-    }
-    this.queue.push(job);
-    this.admit();
-    this.kick();
-    return { promptTokens: prompt.length, events: job.channel };
+    const left = () => signal?.aborted === true;
+    if (left()) throw new RequestAbortedError(model);
+    // The rate limiter's pre-charge: every choice may use the whole budget.
+    await request.admit?.(prompt.length, maxTokens * request.n);
+    if (left()) throw new RequestAbortedError(model);
+    if (this.stopping) throw new QueueFullError(model);
+
+    return new Promise<Generation>((resolve, reject) => {
+      const job: Job = {
+        request,
+        prompt,
+        maxTokens,
+        output,
+        channel: new Channel<GenerationEvent>(),
+        state: "queued",
+        admission: { resolve, reject },
+        timer: undefined,
+        lease: undefined,
+        prefillPos: 0,
+        choices: [],
+        cachedTokens: 0,
+        prepared: false,
+        cancelled: false,
+        onAbort: undefined,
+      };
+      const room = this.queue.hasRoomFor(request.cacheScope);
+      this.queue.push(job);
+      this.admit();
+      if (job.state !== "queued") {
+        this.kick();
+      } else if (!room) {
+        this.drop(job, new QueueFullError(model));
+        return;
+      } else {
+        const timeoutMs = this.config.queueTimeoutMs;
+        job.timer = setTimeout(() => this.drop(job, new QueueTimeoutError(model, timeoutMs)), timeoutMs);
+      }
+      if (signal !== undefined) {
+        job.onAbort = () => this.cancel(job);
+        signal.addEventListener("abort", job.onAbort, { once: true });
+      }
+    });
   }
 
   /** Stops admitting; resolves when every admitted request has finished. */
@@ -216,40 +262,57 @@ export class ModelRunner {
 
   async dispose(): Promise<void> {
     this.stopping = true;
-    for (const job of [...this.queue, ...this.active]) this.cancel(job);
+    for (const job of this.queue.items()) this.drop(job, new QueueFullError(this.config.id));
+    for (const job of this.active) this.cancel(job);
     this.kick();
     await this.loop;
   }
 
+  /** The client left: a queued job is dropped, a running one stops at the next step and reports its usage. */
   private cancel(job: Job): void {
     if (job.state === "done") return;
-    job.cancelled = true;
     if (job.state === "queued") {
-      const i = this.queue.indexOf(job);
-      if (i >= 0) this.queue.splice(i, 1);
-      this.finishJob(job);
-      this.admit();
+      this.drop(job, new RequestAbortedError(this.config.id));
+      return;
     }
+    job.cancelled = true;
     this.kick();
   }
 
-  /** Leases slots to queued jobs in FIFO order while enough sequences are free. */
+  /** Takes a job out of the queue before it started: `submit` rejects with `error`, nothing was generated. */
+  private drop(job: Job, error: Error): void {
+    if (job.state !== "queued") return;
+    this.queue.remove(job);
+    job.state = "done";
+    clearTimeout(job.timer);
+    if (job.onAbort !== undefined) job.request.signal?.removeEventListener("abort", job.onAbort);
+    job.admission.reject(error);
+    // A large request that held the queue may have left: others may fit now.
+    this.admit();
+    this.kick();
+  }
+
+  /** Leases sequences to queued jobs in the fair queue's order while enough are free; settles their `submit`. */
   private admit(): void {
-    while (this.queue.length > 0) {
-      const job = this.queue[0] as Job;
+    while (true) {
       const views = this.slots.map((s) => ({
         id: s.id,
         busy: s.busy,
         scope: s.scope,
         tokens: s.busy ? [] : s.sequence.contextTokens,
       }));
-      const lease = chooseSlots(views, job.prompt, job.request.cacheScope, job.request.n);
-      if (lease === undefined) return;
-      this.queue.shift();
+      const taken = this.queue.take((job) =>
+        chooseSlots(views, job.prompt, job.request.cacheScope, job.request.n),
+      );
+      if (taken === undefined) return;
+      const { item: job, lease } = taken;
+      clearTimeout(job.timer);
+      job.timer = undefined;
       job.lease = lease;
       job.state = "prefill";
       for (const id of [lease.primary, ...lease.others]) (this.slots[id] as Slot).busy = true;
       this.active.push(job);
+      job.admission.resolve({ promptTokens: job.prompt.length, events: job.channel });
     }
   }
 

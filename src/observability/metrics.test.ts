@@ -1,0 +1,131 @@
+import { describe, expect, it } from "vitest";
+import { Metrics, type ModelLoadSource } from "./metrics.js";
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Parses the Prometheus text exposition format (the subset prom-client writes). */
+function parse(text: string): { samples: Sample[]; types: Map<string, string> } {
+  const samples: Sample[] = [];
+  const types = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    const type = /^# TYPE (\S+) (\S+)$/.exec(line);
+    if (type !== null) {
+      types.set(type[1] as string, type[2] as string);
+      continue;
+    }
+    if (line.startsWith("#")) continue;
+    const sample = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$/.exec(line);
+    if (sample === null) throw new Error(`not a sample line: ${line}`);
+    const labels: Record<string, string> = {};
+    for (const m of (sample[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[m[1] as string] = m[2] as string;
+    }
+    samples.push({ name: sample[1] as string, labels, value: Number(sample[3]) });
+  }
+  return { samples, types };
+}
+
+function value(samples: Sample[], name: string, labels: Record<string, string> = {}): number | undefined {
+  return samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    ?.value;
+}
+
+function fakeLoad(rows: ReturnType<ModelLoadSource["modelLoad"]>): ModelLoadSource & { rows: typeof rows } {
+  const source = { rows, modelLoad: () => source.rows };
+  return source;
+}
+
+describe("Metrics", () => {
+  it("counts requests by model and status, tokens, and refusals", async () => {
+    const metrics = new Metrics(fakeLoad([]));
+    metrics.requestFinished("m1", 200);
+    metrics.requestFinished("m1", 200);
+    metrics.requestFinished("m1", 503);
+    metrics.requestFinished("unknown", 404);
+    metrics.tokens("m1", { promptTokens: 30, completionTokens: 12, cachedTokens: 20 });
+    metrics.tokens("m1", { promptTokens: 5, completionTokens: 3, cachedTokens: 0, reasoningTokens: 1 });
+    metrics.rejected("engine_overloaded");
+    metrics.rejected("rate_limit_exceeded");
+    metrics.rejected("rate_limit_exceeded");
+    const { samples, types } = parse((await metrics.render()).body);
+    expect(value(samples, "hearth_requests_total", { model: "m1", status: "200" })).toBe(2);
+    expect(value(samples, "hearth_requests_total", { model: "m1", status: "503" })).toBe(1);
+    expect(value(samples, "hearth_requests_total", { model: "unknown", status: "404" })).toBe(1);
+    expect(value(samples, "hearth_prompt_tokens_total", { model: "m1" })).toBe(35);
+    expect(value(samples, "hearth_completion_tokens_total", { model: "m1" })).toBe(15);
+    expect(value(samples, "hearth_cached_prompt_tokens_total", { model: "m1" })).toBe(20);
+    expect(value(samples, "hearth_overloaded_total")).toBe(1);
+    expect(value(samples, "hearth_rate_limited_total")).toBe(2);
+    expect(types.get("hearth_requests_total")).toBe("counter");
+  });
+
+  it("observes latencies into histograms with CPU-scale buckets", async () => {
+    const metrics = new Metrics(fakeLoad([]));
+    for (const s of [0.08, 0.3, 1.5, 70]) metrics.timeToFirstToken("m1", s);
+    for (const s of [0.004, 0.03, 0.03]) metrics.interTokenLatency("m1", s);
+    const { samples, types } = parse((await metrics.render()).body);
+    expect(types.get("hearth_time_to_first_token_seconds")).toBe("histogram");
+    const ttft = (le: string) =>
+      value(samples, "hearth_time_to_first_token_seconds_bucket", { model: "m1", le });
+    expect(ttft("0.1")).toBe(1);
+    expect(ttft("0.5")).toBe(2);
+    expect(ttft("2")).toBe(3);
+    expect(ttft("60")).toBe(3);
+    expect(ttft("+Inf")).toBe(4);
+    expect(value(samples, "hearth_time_to_first_token_seconds_count", { model: "m1" })).toBe(4);
+    expect(value(samples, "hearth_time_to_first_token_seconds_sum", { model: "m1" })).toBeCloseTo(71.88);
+    const itl = (le: string) =>
+      value(samples, "hearth_inter_token_latency_seconds_bucket", { model: "m1", le });
+    expect(itl("0.005")).toBe(1);
+    expect(itl("0.035")).toBe(3);
+    expect(value(samples, "hearth_inter_token_latency_seconds_count", { model: "m1" })).toBe(3);
+  });
+
+  it("reads queue depth and sequences from the engine at every scrape", async () => {
+    const load = fakeLoad([
+      { model: "m1", parallel: 4, busySequences: 3, queueDepth: 2 },
+      { model: "m2", parallel: 1, busySequences: 0, queueDepth: 0 },
+    ]);
+    const metrics = new Metrics(load);
+    let { samples, types } = parse((await metrics.render()).body);
+    expect(types.get("hearth_queue_depth")).toBe("gauge");
+    expect(value(samples, "hearth_queue_depth", { model: "m1" })).toBe(2);
+    expect(value(samples, "hearth_busy_sequences", { model: "m1" })).toBe(3);
+    expect(value(samples, "hearth_sequences", { model: "m1" })).toBe(4);
+    expect(value(samples, "hearth_sequences", { model: "m2" })).toBe(1);
+    load.rows = [{ model: "m1", parallel: 4, busySequences: 0, queueDepth: 0 }];
+    ({ samples } = parse((await metrics.render()).body));
+    expect(value(samples, "hearth_queue_depth", { model: "m1" })).toBe(0);
+    expect(value(samples, "hearth_busy_sequences", { model: "m1" })).toBe(0);
+    // A model that is gone is not reported with its last value.
+    expect(value(samples, "hearth_sequences", { model: "m2" })).toBeUndefined();
+  });
+
+  it("keeps instances apart, includes process metrics and the Prometheus content type", async () => {
+    const a = new Metrics(fakeLoad([]));
+    const b = new Metrics(fakeLoad([]));
+    a.requestFinished("m1", 200);
+    const rendered = await b.render();
+    expect(rendered.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
+    const { samples } = parse(rendered.body);
+    expect(value(samples, "hearth_requests_total", { model: "m1" })).toBeUndefined();
+    expect(value(samples, "process_cpu_user_seconds_total")).toBeGreaterThanOrEqual(0);
+    expect(value(samples, "nodejs_heap_size_used_bytes")).toBeGreaterThan(0);
+  });
+
+  it("bounds the model label even if a caller passes arbitrary names", async () => {
+    const metrics = new Metrics(fakeLoad([]));
+    for (let i = 0; i < 100; i++) metrics.requestFinished(`model-${i}`, 404);
+    const { samples } = parse((await metrics.render()).body);
+    const models = new Set(
+      samples.filter((s) => s.name === "hearth_requests_total").map((s) => s.labels.model),
+    );
+    expect(models.size).toBe(65);
+    expect(value(samples, "hearth_requests_total", { model: "other" })).toBe(36);
+  });
+});
