@@ -9,6 +9,9 @@ import { toApiError } from "../errors/api-error.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
 import { TenancyService } from "../tenancy/tenancy-service.js";
+import { PgUsageMeter } from "../usage/pg-meter.js";
+import { UsageQueries } from "../usage/queries.js";
+import type { UsageRecord } from "../usage/types.js";
 import { createAdminApp } from "./admin-app.js";
 import { loadOrCreateAdminToken, readAdminToken } from "./admin-token.js";
 
@@ -29,7 +32,7 @@ beforeAll(async () => {
     passwordParams: { N: 1 << 10, r: 8, p: 1 },
   });
   app = new Hono<AppEnv>();
-  app.route("/admin/v1", createAdminApp(tenancy, ADMIN_TOKEN));
+  app.route("/admin/v1", createAdminApp(tenancy, ADMIN_TOKEN, { usage: new UsageQueries(store.db) }));
   app.onError((err, c) => {
     const apiError = toApiError(err);
     return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
@@ -369,6 +372,109 @@ describe("audit", () => {
     expectError(await admin("GET", "/audit?colour=red"), 400, "invalid_request_error", "colour");
     expectError(await admin("GET", "/audit?org=nope"), 404, "org_not_found");
     expectError(await admin("GET", "/audit", undefined, null), 401, "invalid_admin_token");
+  });
+});
+
+describe("usage", () => {
+  const record = (orgId: string, at: string, overrides: Partial<UsageRecord> = {}): UsageRecord => ({
+    at: new Date(at),
+    orgId,
+    keyId: "key_one",
+    model: "tiny",
+    requestId: "req_x",
+    promptTokens: 10,
+    completionTokens: 4,
+    reasoningTokens: 1,
+    cachedTokens: 2,
+    status: "completed",
+    latencyMs: 3,
+    ...overrides,
+  });
+  const totals = (requests: number, prompt: number, completion: number, aborted = 0, errors = 0) => ({
+    requests,
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    reasoning_tokens: requests,
+    cached_tokens: 2 * requests,
+    total_tokens: prompt + completion,
+    aborted,
+    errors,
+  });
+
+  beforeAll(async () => {
+    const org = await tenancy.createOrg("usage-org", ["tiny"]);
+    const meter = new PgUsageMeter(store.db, { onError: (err) => expect.fail(String(err)) });
+    meter.record(record(org.id, "2030-05-01T10:00:00Z"));
+    meter.record(record(org.id, "2030-05-01T23:00:00Z", { model: "small", status: "aborted" }));
+    meter.record(record(org.id, "2030-05-02T01:00:00Z", { keyId: "key_two", status: "error" }));
+    meter.record(record("org_elsewhere", "2030-05-01T10:00:00Z", { promptTokens: 999 }));
+    await meter.dispose();
+  });
+
+  it("answers an org's totals, and groups by day, model or key", async () => {
+    const all = await admin("GET", "/orgs/usage-org/usage");
+    expect(all.status).toBe(200);
+    expect(all.json).toMatchObject({ object: "usage", org: "usage-org", since: null, until: null, by: null });
+    expect(all.json).toMatchObject(totals(3, 30, 12, 1, 1));
+    expect(all.json.groups).toEqual([]);
+    expect(all.json.org_id).toMatch(/^org_/);
+
+    const byDay = await admin("GET", "/orgs/usage-org/usage?by=day");
+    expect(byDay.json.groups).toEqual([
+      { key: "2030-05-01", ...totals(2, 20, 8, 1, 0) },
+      { key: "2030-05-02", ...totals(1, 10, 4, 0, 1) },
+    ]);
+    const byModel = await admin("GET", "/orgs/usage-org/usage?by=model");
+    expect(byModel.json.groups.map((g: { key: string }) => g.key)).toEqual(["small", "tiny"]);
+    const byKey = await admin("GET", "/orgs/usage-org/usage?by=key");
+    expect(byKey.json.groups.map((g: { key: string; requests: number }) => [g.key, g.requests])).toEqual([
+      ["key_one", 2],
+      ["key_two", 1],
+    ]);
+  });
+
+  it("limits the range: since inclusive, until exclusive, dates or date-times with a zone", async () => {
+    const day = await admin("GET", "/orgs/usage-org/usage?since=2030-05-01&until=2030-05-02");
+    expect(day.json).toMatchObject({
+      since: "2030-05-01T00:00:00.000Z",
+      until: "2030-05-02T00:00:00.000Z",
+      requests: 2,
+    });
+    // 2030-05-02T01:00Z is 03:00 at +02:00; an unencoded "+" arrives as a space and is understood.
+    const late = await admin("GET", "/orgs/usage-org/usage?since=2030-05-02T03:00:00+02:00");
+    expect(late.json).toMatchObject({ since: "2030-05-02T01:00:00.000Z", requests: 1, errors: 1 });
+    const encoded = await admin("GET", "/orgs/usage-org/usage?since=2030-05-02T03:00:01%2B02:00");
+    expect(encoded.json.requests).toBe(0);
+  });
+
+  it("refuses bad dates, ranges and groupings with the offending param, and unknown orgs with 404", async () => {
+    for (const bad of [
+      "yesterday",
+      "2030-02-31",
+      "2030-02-30T10:00:00Z",
+      "2030-05-01T10:00:00",
+      "1714000000",
+      "",
+    ]) {
+      const result = await admin("GET", `/orgs/usage-org/usage?since=${encodeURIComponent(bad)}`);
+      expectError(result, 400, "invalid_request_error", "since");
+      expect(result.json.error.message).toMatch(/ISO 8601/);
+    }
+    expectError(
+      await admin("GET", "/orgs/usage-org/usage?since=2030-05-02&until=2030-05-01"),
+      400,
+      "invalid_request_error",
+      "until",
+    );
+    expectError(await admin("GET", "/orgs/usage-org/usage?by=week"), 400, "invalid_request_error", "by");
+    expectError(
+      await admin("GET", "/orgs/usage-org/usage?colour=red"),
+      400,
+      "invalid_request_error",
+      "colour",
+    );
+    expectError(await admin("GET", "/orgs/nope/usage"), 404, "org_not_found");
+    expectError(await admin("GET", "/orgs/usage-org/usage", undefined, null), 401, "invalid_admin_token");
   });
 });
 

@@ -1,5 +1,5 @@
-// The admin API (/admin/v1) used by the CLI and the dashboard: orgs, limits, grants, keys, users and the audit
-// trail, behind the admin token. Every change is made as the actor "admin".
+// The admin API (/admin/v1) used by the CLI and the dashboard: orgs, limits, grants, keys, users, usage and the
+// audit trail, behind the admin token. Every change is made as the actor "admin".
 import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import type { z } from "zod";
@@ -22,7 +22,8 @@ import {
   TenancyValidationError,
   UnknownModelIdError,
 } from "../tenancy/errors.js";
-import type { TenancyService } from "../tenancy/tenancy-service.js";
+import type { Org, TenancyService } from "../tenancy/tenancy-service.js";
+import type { UsageQueries } from "../usage/queries.js";
 import { adminTokenMatches } from "./admin-token.js";
 import {
   auditQuerySchema,
@@ -37,8 +38,15 @@ import {
   listWire,
   orgWire,
   setLimitsBodySchema,
+  usageQuerySchema,
+  usageWire,
   userWire,
 } from "./wire.js";
+
+export interface AdminAppOptions {
+  /** Serves GET /orgs/:name/usage; without it that route does not exist. */
+  usage?: UsageQueries;
+}
 
 /** Only the admin token opens these routes; an API key, however valid, is just a wrong token here. */
 export function requireAdminToken(adminToken: string): MiddlewareHandler<AppEnv> {
@@ -49,7 +57,11 @@ export function requireAdminToken(adminToken: string): MiddlewareHandler<AppEnv>
   };
 }
 
-export function createAdminApp(tenancy: TenancyService, adminToken: string): Hono<AppEnv> {
+export function createAdminApp(
+  tenancy: TenancyService,
+  adminToken: string,
+  options: AdminAppOptions = {},
+): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.use("*", requireAdminToken(adminToken));
 
@@ -95,6 +107,17 @@ export function createAdminApp(tenancy: TenancyService, adminToken: string): Hon
     return c.json(createdUserWire(user), 201);
   });
 
+  const usage = options.usage;
+  if (usage !== undefined) {
+    app.get("/orgs/:name/usage", async (c) => {
+      const query = parseQuery(c, usageQuerySchema);
+      const org = await findOrg(tenancy, c.req.param("name"));
+      // By id: usage records name the org by id, so a renamed org keeps its history.
+      const summary = await usage.summary(org.id, query);
+      return c.json(usageWire(org, query, summary));
+    });
+  }
+
   app.get("/audit", async (c) => {
     const query = parseQuery(c, auditQuerySchema);
     const entries = await domain(() =>
@@ -104,10 +127,7 @@ export function createAdminApp(tenancy: TenancyService, adminToken: string): Hon
   });
 
   app.get("/orgs/:name", async (c) => {
-    const name = c.req.param("name");
-    const org = await tenancy.getOrgByName(name);
-    if (org === null) throw toAdminApiError(new OrgNotFoundError(name));
-    return c.json(orgWire(org));
+    return c.json(orgWire(await findOrg(tenancy, c.req.param("name"))));
   });
 
   app.post("/orgs/:name/grants", async (c) => {
@@ -145,6 +165,12 @@ export function createAdminApp(tenancy: TenancyService, adminToken: string): Hon
   });
 
   return app;
+}
+
+async function findOrg(tenancy: TenancyService, name: string): Promise<Org> {
+  const org = await tenancy.getOrgByName(name);
+  if (org === null) throw toAdminApiError(new OrgNotFoundError(name));
+  return org;
 }
 
 /** Parses a JSON body (an empty body counts as `{}`) with `schema`; 400 with the offending `param` otherwise. */

@@ -1,7 +1,15 @@
-// Wire shapes of the admin API: zod request bodies and the JSON renderings of orgs, keys, users and audit entries.
+// Wire shapes of the admin API: zod request bodies and the JSON renderings of orgs, keys, users, usage and audit
+// entries.
 import { z } from "zod";
 import type { AuditEntry } from "../tenancy/audit.js";
 import type { CreatedKey, CreatedUser, KeyInfo, Org, OrgUser } from "../tenancy/tenancy-service.js";
+import {
+  USAGE_GROUP_BY,
+  type UsageGroupBy,
+  type UsageQuery,
+  type UsageSummary,
+  type UsageTotals,
+} from "../usage/queries.js";
 
 // Ten years: long enough for any real use, short enough that the date arithmetic cannot overflow.
 const MAX_EXPIRES_IN_SECONDS = 10 * 365 * 24 * 3600;
@@ -42,6 +50,41 @@ export const auditQuerySchema = z
     before: z.coerce.number().int().min(1).optional(),
   })
   .strict();
+
+// A calendar date (midnight UTC) or a date-time with its zone: an instant must not depend on the server's zone.
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i;
+
+const instantParam = z.string().transform((raw, ctx) => {
+  // An unencoded "+02:00" in a query string arrives as " 02:00".
+  const value = raw.replace(/ (\d{2}:?\d{2})$/, "+$1");
+  const at = new Date(value);
+  if (ISO_INSTANT.test(value) && !Number.isNaN(at.getTime()) && dayExists(value.slice(0, 10))) return at;
+  ctx.issues.push({
+    code: "custom",
+    input: raw,
+    message: "expected an ISO 8601 date or date-time with a zone, such as 2030-01-31 or 2030-01-31T12:00:00Z",
+  });
+  return z.NEVER;
+});
+
+/** Date would roll "2030-02-31" over to March 3rd. */
+function dayExists(date: string): boolean {
+  const [year = 0, month = 0, day = 0] = date.split("-").map(Number);
+  const utc = new Date(Date.UTC(year, month - 1, day));
+  return utc.getUTCMonth() === month - 1 && utc.getUTCDate() === day;
+}
+
+export const usageQuerySchema = z
+  .object({
+    since: instantParam.optional(),
+    until: instantParam.optional(),
+    by: z.enum(USAGE_GROUP_BY).optional(),
+  })
+  .strict()
+  .refine((q) => q.since === undefined || q.until === undefined || q.since < q.until, {
+    message: "'until' must be later than 'since'",
+    path: ["until"],
+  });
 
 export const grantBodySchema = z.object({ model: z.string().min(1) }).strict();
 
@@ -113,6 +156,18 @@ export interface KeyWire {
 /** The response to creating a key: the only response that carries the secret. */
 export interface CreatedKeyWire extends KeyWire {
   key: string;
+}
+
+/** An organization's usage over [since, until): the totals at the top level, as `hearth usage --json` prints. */
+export interface UsageWire extends UsageTotals {
+  object: "usage";
+  org: string;
+  org_id: string;
+  since: string | null;
+  until: string | null;
+  by: UsageGroupBy | null;
+  /** One per day (UTC, `YYYY-MM-DD`), model or key id with usage, ordered by key; [] without `by`. */
+  groups: ({ key: string } & UsageTotals)[];
 }
 
 export interface ListWire<T> {
@@ -196,6 +251,19 @@ export function auditWire(entry: AuditEntry): AuditWire {
     org_id: entry.orgId,
     target: entry.target,
     details: entry.details,
+  };
+}
+
+export function usageWire(org: Org, query: UsageQuery, summary: UsageSummary): UsageWire {
+  return {
+    object: "usage",
+    org: org.name,
+    org_id: org.id,
+    since: query.since?.toISOString() ?? null,
+    until: query.until?.toISOString() ?? null,
+    by: query.by ?? null,
+    ...summary.totals,
+    groups: summary.groups,
   };
 }
 

@@ -14,6 +14,8 @@ import { openStore, type Store } from "../store/open-store.js";
 import { users as usersTable } from "../store/schema.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
 import { TenancyService } from "../tenancy/tenancy-service.js";
+import { PgUsageMeter } from "../usage/pg-meter.js";
+import { UsageQueries } from "../usage/queries.js";
 import { type AdminCommandsOptions, parseDuration, registerAdminCommands } from "./admin.js";
 
 const SERVER_URL = "http://hearth.test:8000";
@@ -50,7 +52,7 @@ beforeAll(async () => {
   // The CLI finds the token the server created in the data dir.
   adminToken = loadOrCreateAdminToken({ dataDir: dir, adminToken: undefined });
   app = new Hono<AppEnv>();
-  app.route("/admin/v1", createAdminApp(tenancy, adminToken));
+  app.route("/admin/v1", createAdminApp(tenancy, adminToken, { usage: new UsageQueries(store.db) }));
   app.onError((err, c) => {
     const apiError = toApiError(err);
     return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
@@ -328,6 +330,103 @@ describe("hearth audit", () => {
     );
     expect(table.stdout.trimEnd().split("\n")).toHaveLength(3);
     expect((await hearth(["audit", "--org", "nobody"])).exitCode).toBe(1);
+  });
+});
+
+describe("hearth usage", () => {
+  beforeAll(async () => {
+    const acme = await tenancy.getOrgByName("acme");
+    const meter = new PgUsageMeter(store.db, { onError: (err) => expect.fail(String(err)) });
+    const base = { orgId: acme?.id ?? "", requestId: "req_cli", reasoningTokens: 0, latencyMs: 9 };
+    meter.record({
+      ...base,
+      at: new Date("2030-06-01T08:00:00Z"),
+      keyId: "key_a",
+      model: "tiny",
+      promptTokens: 12,
+      completionTokens: 30,
+      cachedTokens: 4,
+      status: "completed",
+    });
+    meter.record({
+      ...base,
+      at: new Date("2030-06-02T08:00:00Z"),
+      keyId: "key_b",
+      model: "small",
+      promptTokens: 8,
+      completionTokens: 3,
+      cachedTokens: 0,
+      status: "aborted",
+    });
+    await meter.dispose();
+  });
+
+  it("prints the totals at the top level of one JSON object with --json, and groups with --by", async () => {
+    const result = await hearth(["usage", "--org", "acme", "--json"]);
+    expect(result).toMatchObject({ stderr: "", exitCode: 0 });
+    expect(JSON.parse(result.stdout)).toMatchObject({
+      org: "acme",
+      requests: 2,
+      prompt_tokens: 20,
+      completion_tokens: 33,
+      reasoning_tokens: 0,
+      cached_tokens: 4,
+      total_tokens: 53,
+      aborted: 1,
+      errors: 0,
+      groups: [],
+    });
+    const byModel = JSON.parse((await hearth(["usage", "--org", "acme", "--by", "model", "--json"])).stdout);
+    expect(byModel.groups.map((g: { key: string; total_tokens: number }) => [g.key, g.total_tokens])).toEqual(
+      [
+        ["small", 11],
+        ["tiny", 42],
+      ],
+    );
+  });
+
+  it("passes the range and grouping to the server and prints a table", async () => {
+    const result = await hearth(["usage", "--org", "acme", "--since", "2030-06-01", "--by", "day"]);
+    expect(result).toMatchObject({ stderr: "", exitCode: 0 });
+    expect(result.requests).toEqual([`GET ${SERVER_URL}/admin/v1/orgs/acme/usage?since=2030-06-01&by=day`]);
+    expect(result.stdout.split("\n")).toEqual([
+      'Usage of organization "acme" from 2030-06-01 00:00:00:',
+      "DAY         REQUESTS  PROMPT  COMPLETION  REASONING  CACHED  TOTAL  ABORTED  ERRORS",
+      "2030-06-01  1         12      30          0          4       42     0        0",
+      "2030-06-02  1         8       3           0          0       11     1        0",
+      "total       2         20      33          0          4       53     1        0",
+      "",
+    ]);
+    const window = await hearth([
+      "usage",
+      "--org",
+      "acme",
+      "--since",
+      "2030-06-02T00:00:00+02:00",
+      "--until",
+      "2030-06-02T12:00:00Z",
+    ]);
+    expect(window.stdout).toMatch(
+      /^Usage of organization "acme" from 2030-06-01 22:00:00 until 2030-06-02 12:00:00:\n/,
+    );
+    expect(window.stdout).toMatch(/\ntotal\s+1\s+8\s+3\s/);
+    expect((await hearth(["usage", "--org", "acme"])).stdout).toMatch(
+      /^Usage of organization "acme" \(all time\):\n/,
+    );
+  });
+
+  it("refuses bad groupings, dates and unknown orgs on one line with exit code 1", async () => {
+    const week = await hearth(["usage", "--org", "acme", "--by", "week"]);
+    expect(week.exitCode).toBe(1);
+    expect(week.stderr).toContain("expected day, model, key");
+    expect(week.requests).toEqual([]);
+    const date = await hearth(["usage", "--org", "acme", "--since", "last tuesday"]);
+    expect(date.exitCode).toBe(1);
+    expect(date.stderr).toMatch(/^hearth: Invalid value for 'since': expected an ISO 8601 date[^\n]*\n$/);
+    expect(await hearth(["usage", "--org", "nobody"])).toMatchObject({
+      exitCode: 1,
+      stderr: 'hearth: Organization "nobody" does not exist.\n',
+    });
   });
 });
 

@@ -1,4 +1,4 @@
-// `hearth keys|orgs|users|audit …`: thin clients of the running server's admin API.
+// `hearth keys|orgs|users|usage|audit …`: thin clients of the running server's admin API.
 import { type Command, InvalidArgumentError } from "commander";
 import { adminTokenPath, readAdminToken } from "../admin/admin-token.js";
 import type {
@@ -8,8 +8,10 @@ import type {
   KeyWire,
   ListWire,
   OrgWire,
+  UsageWire,
 } from "../admin/wire.js";
 import type { HearthConfig } from "../config/schema.js";
+import { USAGE_GROUP_BY, type UsageGroupBy, type UsageTotals } from "../usage/queries.js";
 
 export interface AdminCommandsOptions {
   /** For tests: where requests go (default: the global fetch). */
@@ -251,6 +253,50 @@ export function registerAdminCommands(
     );
 
   program
+    .command("usage")
+    .description("show an organization's requests and tokens (needs a running server)")
+    .requiredOption("--org <name>", "organization")
+    .option("--since <iso>", "from this instant on, e.g. 2030-01-31 (UTC midnight) or 2030-01-31T12:00:00Z")
+    .option("--until <iso>", "up to this instant (exclusive)")
+    .option("--by <group>", "one row per day (UTC), model or key", groupBy)
+    .option("--json", "print one JSON object: the totals at the top level, and groups")
+    .action(
+      run(
+        async (
+          client,
+          opts: { org: string; since?: string; until?: string; by?: string; json?: boolean },
+        ) => {
+          const query = new URLSearchParams();
+          for (const name of ["since", "until", "by"] as const) {
+            const value = opts[name];
+            if (value !== undefined) query.set(name, value);
+          }
+          const qs = query.size === 0 ? "" : `?${query.toString()}`;
+          const usage = await client.request<UsageWire>("GET", `/orgs/${seg(opts.org)}/usage${qs}`);
+          if (opts.json === true) return io.out(JSON.stringify(usage, null, 2));
+          const from = usage.since === null ? "" : ` from ${day(usage.since)}`;
+          const to = usage.until === null ? "" : ` until ${day(usage.until)}`;
+          io.out(`Usage of organization "${usage.org}"${from || to ? `${from}${to}` : " (all time)"}:`);
+          const rows = [
+            ...usage.groups.map((g) => [g.key, ...usageCells(g)]),
+            ["total", ...usageCells(usage)],
+          ];
+          const header = [
+            "REQUESTS",
+            "PROMPT",
+            "COMPLETION",
+            "REASONING",
+            "CACHED",
+            "TOTAL",
+            "ABORTED",
+            "ERRORS",
+          ];
+          for (const line of table([(usage.by ?? "").toUpperCase(), ...header], rows)) io.out(line);
+        },
+      ),
+    );
+
+  program
     .command("audit")
     .description("show the audit trail of tenancy changes, newest first (needs a running server)")
     .option("--org <name>", "only changes to this organization")
@@ -344,6 +390,25 @@ function limit(value: string): number {
   if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n))
     throw new InvalidArgumentError("expected a whole number, 0 for unlimited");
   return n;
+}
+
+function groupBy(value: string): UsageGroupBy {
+  const found = USAGE_GROUP_BY.find((g) => g === value);
+  if (found === undefined) throw new InvalidArgumentError(`expected ${USAGE_GROUP_BY.join(", ")}`);
+  return found;
+}
+
+function usageCells(t: UsageTotals): string[] {
+  return [
+    t.requests,
+    t.prompt_tokens,
+    t.completion_tokens,
+    t.reasoning_tokens,
+    t.cached_tokens,
+    t.total_tokens,
+    t.aborted,
+    t.errors,
+  ].map(String);
 }
 
 function role(value: string): string {
