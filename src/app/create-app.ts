@@ -80,7 +80,10 @@ export function createApp(services: Services): Hono<AppEnv> {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });
   app.route("/v1", v1);
-  app.route("/admin/v1", createAdminApp(services.tenancy, services.adminToken));
+  app.route(
+    "/admin/v1",
+    createAdminApp(services.tenancy, services.adminToken, { usage: services.usageQueries }),
+  );
 
   app.notFound((c) => {
     const error = new NotFoundError(`Unknown request URL: ${c.req.method} ${c.req.path}.`, "unknown_url");
