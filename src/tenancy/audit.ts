@@ -11,6 +11,9 @@ export const AUDIT_ACTIONS = Object.freeze([
   "key.revoke",
   "limits.set",
   "user.create",
+  "member.add",
+  "member.role",
+  "member.remove",
 ] as const);
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -60,3 +60,29 @@ export class DuplicateUserError extends TenancyError {
     super(`A user with email "${email}" already exists.`);
   }
 }
+
+/** A user who is not a member of the organization named (also: no such user). */
+export class MemberNotFoundError extends TenancyError {
+  constructor(
+    readonly orgName: string,
+    readonly userId: string,
+  ) {
+    super(`There is no member "${userId}" in organization "${orgName}".`);
+  }
+}
+
+export class AlreadyMemberError extends TenancyError {
+  constructor(
+    readonly orgName: string,
+    readonly email: string,
+  ) {
+    super(`${email} is already a member of organization "${orgName}".`);
+  }
+}
+
+/** A change that would leave an organization without an owner, so nobody could manage its members. */
+export class LastOwnerError extends TenancyError {
+  constructor(readonly orgName: string) {
+    super(`Organization "${orgName}" needs at least one owner: make someone else an owner first.`);
+  }
+}

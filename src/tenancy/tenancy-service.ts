@@ -1,6 +1,7 @@
 // Organizations, users, model grants, API keys and the audit trail: the tenancy rules, over either store driver.
 // No HTTP. Every change writes its audit row in the change's own transaction. One class on purpose: the caches
 // it owns (keys, grants) must be invalidated by the very calls that change what they hold.
+import { createHmac } from "node:crypto";
 import { and, asc, desc, eq, isNull, lt } from "drizzle-orm";
 import { displayKey, generateApiKey, hashApiKey, hashesEqual, isWellFormedApiKey } from "../auth/api-key.js";
 import type { Principal } from "../auth/principal.js";
@@ -34,38 +35,33 @@ import {
   UnknownModelIdError,
 } from "./errors.js";
 import { LastUsedRecorder } from "./last-used.js";
-import {
-  generatePassword,
-  hashPassword,
-  MAX_PASSWORD_LENGTH,
-  MIN_PASSWORD_LENGTH,
-  type ScryptParams,
-} from "./password.js";
+import { assertRole, choosePassword, MemberService, normaliseEmail } from "./members.js";
+import { hashPassword, type ScryptParams } from "./password.js";
+import { SessionService } from "./sessions.js";
 import { TtlCache } from "./ttl-cache.js";
-import {
-  type AuditQuery,
-  type BootstrapResult,
-  type CreatedKey,
-  type CreatedUser,
-  type CreateKeyOptions,
-  type CreateOrgOptions,
-  type CreateUserInput,
-  type KeyInfo,
-  MEMBERSHIP_ROLES,
-  type MembershipRole,
-  type Org,
-  type OrgLimits,
-  type OrgUser,
+import type {
+  AuditQuery,
+  BootstrapOptions,
+  BootstrapResult,
+  CreatedKey,
+  CreatedUser,
+  CreateKeyOptions,
+  CreateOrgOptions,
+  CreateUserInput,
+  KeyInfo,
+  MembershipRole,
+  Org,
+  OrgLimits,
+  OrgUser,
 } from "./types.js";
 
 export * from "./types.js";
 
 export const DEFAULT_ORG_NAME = "default";
 const ORG_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+/** The first owner created by `bootstrap` when asked (".localhost" is a reserved name: it is nobody's mailbox). */
+export const DEFAULT_OWNER_EMAIL = "owner@hearth.localhost";
 const MAX_KEY_NAME_LENGTH = 128;
-const MAX_EMAIL_LENGTH = 254;
-// Deliberately loose: one "@", something on each side, a dot in the domain. Delivery is the real test.
-const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 const MAX_LIMIT_VALUE = 2_000_000_000;
 const MAX_AUDIT_PAGE = 1000;
 
@@ -104,6 +100,10 @@ export class TenancyService {
   private readonly grantCache: TtlCache<string, ReadonlySet<string>>;
   private readonly lastUsed: LastUsedRecorder;
   private readonly passwordParams: ScryptParams | undefined;
+  /** Dashboard users' memberships and the owners' member management. */
+  readonly members: MemberService;
+  /** Dashboard sign-in sessions. */
+  readonly sessions: SessionService;
 
   constructor(
     private readonly db: StoreDb,
@@ -121,12 +121,22 @@ export class TenancyService {
     this.keyCache = new TtlCache(cacheOptions);
     this.grantCache = new TtlCache(cacheOptions);
     this.passwordParams = options.passwordParams;
+    this.members = new MemberService(db, { passwordParams: options.passwordParams, now: this.now });
+    this.sessions = new SessionService(db, this.now);
     this.lastUsed = new LastUsedRecorder(db, {
       flushIntervalMs: options.lastUsedFlushMs ?? 5000,
       onError:
         options.onBackgroundError ??
         ((err) => process.emitWarning(`hearth: could not record API key use: ${String(err)}`)),
     });
+  }
+
+  /**
+   * A 32-byte key for another purpose (e.g. "dashboard-csrf"), derived from the server key secret: replicas that
+   * share the secret share it, and the secret itself never leaves this service.
+   */
+  deriveSecret(purpose: string): Buffer {
+    return createHmac("sha256", this.keySecret).update(`hearth derived secret: ${purpose}`).digest();
   }
 
   /** Writes the key uses noted since the last flush (they are otherwise written every few seconds). */
@@ -259,21 +269,33 @@ export class TenancyService {
     return rows.map((row) => this.withPendingUse(toKeyInfo(row, org.name)));
   }
 
-  /** Revokes a key at once in this process (and within the cache TTL in other replicas); idempotent. */
-  async revokeKey(id: string, actor: Actor = ADMIN_ACTOR): Promise<KeyInfo> {
+  /**
+   * Revokes a key at once in this process (and within the cache TTL in other replicas); idempotent. With
+   * `orgName`, a key of any other org is "not found" and untouched: a user acting for one org cannot reach
+   * another's keys by id.
+   */
+  async revokeKey(
+    id: string,
+    actor: Actor = ADMIN_ACTOR,
+    scope: { orgName?: string } = {},
+  ): Promise<KeyInfo> {
     const row = await this.db.transaction(async (tx) => {
+      const found = await tx
+        .select({ key: apiKeys, orgName: organizations.name })
+        .from(apiKeys)
+        .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
+        .where(eq(apiKeys.id, id))
+        .for("update", { of: apiKeys });
+      const current = found[0];
+      if (current === undefined || (scope.orgName !== undefined && current.orgName !== scope.orgName)) {
+        throw new KeyNotFoundError(id);
+      }
       const revoked = await tx
         .update(apiKeys)
         .set({ revokedAt: new Date(this.now()) })
         .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
-        .returning({ orgId: apiKeys.orgId });
-      const found = await tx
-        .select({ key: apiKeys, orgName: organizations.name, rpm: organizations.rpm, tpm: organizations.tpm })
-        .from(apiKeys)
-        .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
-        .where(eq(apiKeys.id, id));
-      const current = found[0];
-      if (current === undefined) throw new KeyNotFoundError(id);
+        .returning({ revokedAt: apiKeys.revokedAt });
+      current.key.revokedAt = revoked[0]?.revokedAt ?? current.key.revokedAt;
       // Revoking twice is fine and recorded once.
       if (revoked.length > 0) await this.audit(tx, actor, "key.revoke", current.key.orgId, id);
       return current;
@@ -321,18 +343,34 @@ export class TenancyService {
   }
 
   /**
-   * First start: on an empty store, creates org `default` granted `modelIds` and one key, in one transaction,
-   * and returns the key once. Null when any org exists (also when another replica won the race).
+   * First start: on an empty store, creates org `default` granted `modelIds` and one key (and, with
+   * `ownerEmail`, its first owner with a random password), in one transaction, and returns the secrets once.
+   * Null when any org exists (also when another replica won the race).
    */
-  async bootstrap(modelIds: readonly string[]): Promise<BootstrapResult | null> {
+  async bootstrap(
+    modelIds: readonly string[],
+    options: BootstrapOptions = {},
+  ): Promise<BootstrapResult | null> {
     const existing = await this.db.select({ id: organizations.id }).from(organizations).limit(1);
     if (existing.length > 0) return null;
+    const ownerEmail = options.ownerEmail === undefined ? undefined : normaliseEmail(options.ownerEmail);
+    const ownerPassword = ownerEmail === undefined ? undefined : choosePassword(undefined).password;
+    const ownerHash =
+      ownerPassword === undefined ? undefined : await hashPassword(ownerPassword, this.passwordParams);
     try {
       const created = await this.db.transaction(async (tx) => {
         const org = await this.insertOrg(tx, DEFAULT_ORG_NAME, modelIds, {}, SYSTEM_ACTOR);
-        return this.insertKey(tx, org, { name: "bootstrap" }, SYSTEM_ACTOR);
+        const key = await this.insertKey(tx, org, { name: "bootstrap" }, SYSTEM_ACTOR);
+        if (ownerEmail !== undefined && ownerHash !== undefined) {
+          await this.insertUser(tx, org, ownerEmail, ownerHash, "owner", SYSTEM_ACTOR);
+        }
+        return key;
       });
-      return { orgName: created.orgName, keyId: created.id, key: created.key };
+      const owner =
+        ownerEmail === undefined || ownerPassword === undefined
+          ? null
+          : { email: ownerEmail, password: ownerPassword };
+      return { orgName: created.orgName, keyId: created.id, key: created.key, owner };
     } catch (err) {
       if (err instanceof DuplicateOrgError) return null;
       throw err;
@@ -348,33 +386,15 @@ export class TenancyService {
   async createUser(input: CreateUserInput): Promise<CreatedUser> {
     const email = normaliseEmail(input.email);
     const role = input.role ?? "member";
-    if (!(MEMBERSHIP_ROLES as readonly string[]).includes(role)) {
-      throw new TenancyValidationError(`Invalid role "${role}": use owner or member.`, "role");
-    }
-    const generatedPassword = input.password === undefined ? generatePassword() : null;
-    const password = input.password ?? generatedPassword ?? "";
-    if (password.length < MIN_PASSWORD_LENGTH || password.length > MAX_PASSWORD_LENGTH) {
-      throw new TenancyValidationError(
-        `A password needs ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters.`,
-        "password",
-      );
-    }
+    assertRole(role);
+    const { password, generated: generatedPassword } = choosePassword(input.password);
     // Fail fast on an unknown org before spending the hash.
     await this.requireOrgRow(this.db, input.orgName);
     const passwordHash = await hashPassword(password, this.passwordParams);
-    const createdAt = new Date(this.now());
     return this.db.transaction(async (tx) => {
       const org = await this.requireOrgRow(tx, input.orgName);
-      const id = newId("user");
-      const inserted = await tx
-        .insert(users)
-        .values({ id, email, passwordHash, createdAt })
-        .onConflictDoNothing({ target: users.email })
-        .returning({ id: users.id });
-      if (inserted.length === 0) throw new DuplicateUserError(email);
-      await tx.insert(memberships).values({ userId: id, orgId: org.id, role, createdAt });
-      await this.audit(tx, input.actor ?? ADMIN_ACTOR, "user.create", org.id, id, { email, role });
-      return { id, email, orgName: org.name, role, createdAt, generatedPassword };
+      const user = await this.insertUser(tx, org, email, passwordHash, role, input.actor ?? ADMIN_ACTOR);
+      return { ...user, generatedPassword };
     });
   }
 
@@ -430,6 +450,27 @@ export class TenancyService {
       at: new Date(this.now()),
       ...(details === undefined ? {} : { details }),
     });
+  }
+
+  private async insertUser(
+    tx: StoreTx,
+    org: Pick<OrganizationRow, "id" | "name">,
+    email: string,
+    passwordHash: string,
+    role: MembershipRole,
+    actor: Actor,
+  ): Promise<OrgUser> {
+    const id = newId("user");
+    const createdAt = new Date(this.now());
+    const inserted = await tx
+      .insert(users)
+      .values({ id, email, passwordHash, createdAt })
+      .onConflictDoNothing({ target: users.email })
+      .returning({ id: users.id });
+    if (inserted.length === 0) throw new DuplicateUserError(email);
+    await tx.insert(memberships).values({ userId: id, orgId: org.id, role, createdAt });
+    await this.audit(tx, actor, "user.create", org.id, id, { email, role });
+    return { id, email, orgName: org.name, role, createdAt };
   }
 
   private withPendingUse(key: KeyInfo): KeyInfo {
@@ -560,14 +601,6 @@ function toKeyInfo(row: ApiKeyRow, orgName: string): KeyInfo {
     expiresAt: row.expiresAt,
     createdBy: row.createdBy,
   };
-}
-
-function normaliseEmail(raw: string): string {
-  const email = raw.trim().toLowerCase();
-  if (email.length > MAX_EMAIL_LENGTH || !EMAIL_PATTERN.test(email)) {
-    throw new TenancyValidationError(`Invalid email address "${raw}".`, "email");
-  }
-  return email;
 }
 
 /** 0 and null mean unlimited and are stored as null; undefined means "not given". */

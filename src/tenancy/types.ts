@@ -94,9 +94,46 @@ export interface AuditQuery {
   beforeId?: number | undefined;
 }
 
+export interface BootstrapOptions {
+  /** Also create this user as the first owner of org `default`, with a random password returned once. */
+  ownerEmail?: string | undefined;
+}
+
 export interface BootstrapResult {
   orgName: string;
   keyId: string;
   /** The first API key, to be printed once. */
   key: string;
+  /** The first owner's dashboard sign-in, to be printed once; null unless `ownerEmail` was given. */
+  owner: { email: string; password: string } | null;
+}
+
+/** One of a user's organizations and the user's role there. */
+export interface Membership {
+  orgId: string;
+  orgName: string;
+  role: MembershipRole;
+}
+
+/** A user whose password was just checked. */
+export interface AuthenticatedUser {
+  id: string;
+  email: string;
+}
+
+export interface AddMemberInput {
+  orgName: string;
+  email: string;
+  role: MembershipRole;
+  /** For a new user: absent means a random password, returned once. Ignored for an existing user. */
+  password?: string | undefined;
+  actor: Actor;
+}
+
+export interface AddedMember {
+  member: OrgUser;
+  /** False when the email already had an account (from another org): it keeps its password. */
+  newUser: boolean;
+  /** Only for a new user without a given password: shown once, stored nowhere in clear. */
+  generatedPassword: string | null;
 }

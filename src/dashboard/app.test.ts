@@ -1,0 +1,360 @@
+// The dashboard in memory (app.request, PGlite): sign-in, cookies, CSRF, throttling, session expiry, keys and
+// members rules, org isolation. The same flows run in a real browser against a real server in test/e2e.
+import { randomBytes } from "node:crypto";
+import { eq } from "drizzle-orm";
+import { Hono } from "hono";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Backend, pgliteBackend } from "../../test/support/store-backends.js";
+import { openStore, type Store } from "../store/open-store.js";
+import { apiKeys, auditLog, sessions } from "../store/schema.js";
+import { TenancyService } from "../tenancy/tenancy-service.js";
+import { createDashboardApp } from "./app.js";
+import { createSignInThrottle } from "./sign-in-throttle.js";
+
+const FAST_SCRYPT = { N: 1 << 10, r: 8, p: 1 };
+const HOUR = 3_600_000;
+
+let backend: Backend;
+let store: Store;
+let tenancy: TenancyService;
+let clock = Date.parse("2031-05-01T00:00:00Z");
+const app = new Hono();
+let owner: { email: string; password: string };
+const memberPassword = "member password 1";
+const otherPassword = "other password 1";
+
+beforeAll(async () => {
+  backend = await pgliteBackend();
+  store = await openStore(backend.options);
+  tenancy = new TenancyService(store.db, {
+    keySecret: randomBytes(32),
+    modelIds: ["tiny"],
+    passwordParams: FAST_SCRYPT,
+    now: () => clock,
+  });
+  const boot = await tenancy.bootstrap(["tiny"], { ownerEmail: "owner@hearth.localhost" });
+  owner = boot?.owner ?? { email: "", password: "" };
+  await tenancy.createUser({ orgName: "default", email: "member@acme.test", password: memberPassword });
+  await tenancy.createOrg("other");
+  await tenancy.createUser({
+    orgName: "other",
+    email: "other@other.test",
+    password: otherPassword,
+    role: "owner",
+  });
+  // Mounted as create-app.ts mounts it.
+  app.route(
+    "/dashboard",
+    createDashboardApp({
+      tenancy,
+      sessionIdleMs: HOUR,
+      sessionLifetimeMs: 4 * HOUR,
+      throttle: createSignInThrottle([{ per: "account-and-address", failures: 3, windowSeconds: 1 }]),
+    }),
+  );
+});
+
+afterAll(async () => {
+  await tenancy?.dispose();
+  await store?.close();
+  await backend?.cleanup();
+});
+
+/** A browser in miniature: keeps cookies, sends forms, never follows redirects. */
+class Client {
+  readonly cookies = new Map<string, string>();
+  setCookies: string[] = [];
+
+  async get(path: string): Promise<Response> {
+    return this.send(path, { method: "GET" });
+  }
+
+  async post(
+    path: string,
+    form: Record<string, string>,
+    headers: Record<string, string> = {},
+  ): Promise<Response> {
+    return this.send(path, {
+      method: "POST",
+      body: new URLSearchParams(form).toString(),
+      headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
+    });
+  }
+
+  /** The hidden CSRF token of the page at `path`. */
+  async csrf(path: string): Promise<string> {
+    const html = await (await this.get(path)).text();
+    const token = /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
+    if (token === undefined) throw new Error(`no CSRF token on ${path}`);
+    return token;
+  }
+
+  async signIn(email: string, password: string, headers: Record<string, string> = {}): Promise<Response> {
+    const _csrf = await this.csrf("/dashboard/sign-in");
+    return this.post("/dashboard/sign-in", { _csrf, email, password }, headers);
+  }
+
+  private async send(path: string, init: RequestInit): Promise<Response> {
+    const cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+    const headers = new Headers(init.headers);
+    if (cookie !== "") headers.set("cookie", cookie);
+    const res = await app.request(path, { ...init, headers });
+    this.setCookies = res.headers.getSetCookie();
+    for (const line of this.setCookies) {
+      const [pair] = line.split(";");
+      const [name, value] = (pair ?? "").split("=");
+      if (name === undefined) continue;
+      if (value === "" || /max-age=0/i.test(line)) this.cookies.delete(name);
+      else this.cookies.set(name, value ?? "");
+    }
+    return res;
+  }
+}
+
+/** The page's HTML with the entities JSX escapes turned back into characters. */
+async function pageText(res: Response): Promise<string> {
+  const entities: Record<string, string> = {
+    "&quot;": '"',
+    "&#39;": "'",
+    "&lt;": "<",
+    "&gt;": ">",
+    "&amp;": "&",
+  };
+  return (await res.text()).replace(/&quot;|&#39;|&lt;|&gt;|&amp;/g, (e) => entities[e] ?? e);
+}
+
+async function signedIn(email: string, password: string): Promise<Client> {
+  const client = new Client();
+  const res = await client.signIn(email, password);
+  expect(res.status).toBe(303);
+  return client;
+}
+
+describe("sign-in", () => {
+  it("has labelled fields, sets an httpOnly SameSite=Lax session cookie, Secure behind https", async () => {
+    const client = new Client();
+    const page = await (await client.get("/dashboard/sign-in")).text();
+    expect(page).toContain('<label for="email">Email</label>');
+    expect(page).toContain('<label for="password">Password</label>');
+    expect(page).toContain("Sign in</button>");
+    const res = await client.signIn(owner.email, owner.password);
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/dashboard/keys");
+    const cookie = client.setCookies.find((c) => c.startsWith("hearth_session="));
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Lax/);
+    expect(cookie).toMatch(/Path=\/dashboard/);
+    expect(cookie).not.toMatch(/Secure/);
+    const https = new Client();
+    await https.signIn(owner.email, owner.password, { "x-forwarded-proto": "https" });
+    expect(https.setCookies.find((c) => c.startsWith("hearth_session="))).toMatch(/Secure/);
+  });
+
+  it("stores only the SHA-256 of the session token", async () => {
+    const client = await signedIn(owner.email, owner.password);
+    const token = client.cookies.get("hearth_session") ?? "";
+    const rows = await store.db.select().from(sessions);
+    expect(JSON.stringify(rows)).not.toContain(token);
+  });
+
+  it("refuses a wrong password in words, then throttles even the right one until the window passes", async () => {
+    const client = new Client();
+    for (let i = 0; i < 3; i++) {
+      const res = await client.signIn("member@acme.test", "wrong password");
+      expect(res.status).toBe(401);
+      expect(await res.text()).toContain("Incorrect email or password.");
+    }
+    const refused = await client.signIn("member@acme.test", memberPassword);
+    expect(refused.status).toBe(429);
+    expect(await refused.text()).toContain("Too many failed sign-in attempts");
+    await new Promise((r) => setTimeout(r, 1100));
+    expect((await client.signIn("member@acme.test", memberPassword)).status).toBe(303);
+  });
+
+  it("refuses a sign-in post without the form's token (login CSRF)", async () => {
+    const client = new Client();
+    const res = await client.post("/dashboard/sign-in", { email: owner.email, password: owner.password });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain("did not come from this dashboard");
+  });
+
+  it("redirects to sign-in without a session, keeping where the user was going", async () => {
+    const res = await new Client().get("/dashboard/members");
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/dashboard/sign-in?next=%2Fdashboard%2Fmembers");
+  });
+});
+
+describe("sessions", () => {
+  it("end after the idle limit and after the absolute lifetime, saying so", async () => {
+    const idle = await signedIn(owner.email, owner.password);
+    clock += HOUR - 1000;
+    expect((await idle.get("/dashboard/keys")).status).toBe(200);
+    clock += HOUR - 1000; // touched a moment ago (more than a minute after sign-in), so still alive
+    expect((await idle.get("/dashboard/keys")).status).toBe(200);
+    clock += HOUR + 1;
+    const expired = await idle.get("/dashboard/keys");
+    expect(expired.status).toBe(303);
+    expect(expired.headers.get("location")).toContain("expired=1");
+    const page = await (await idle.get(expired.headers.get("location") ?? "")).text();
+    expect(page).toContain("Your session has expired");
+
+    const busy = await signedIn(owner.email, owner.password);
+    for (let i = 0; i < 4; i++) {
+      expect((await busy.get("/dashboard/keys")).status).toBe(200);
+      clock += HOUR - 60_000;
+    }
+    clock += 4 * 60_000; // active all along, but 4 h after sign-in
+    expect((await busy.get("/dashboard/keys")).status).toBe(303);
+  });
+
+  it("sign-out deletes the session", async () => {
+    const client = await signedIn(owner.email, owner.password);
+    const token = client.cookies.get("hearth_session") ?? "";
+    const before = await store.db.select().from(sessions);
+    const _csrf = await client.csrf("/dashboard/keys");
+    const res = await client.post("/dashboard/sign-out", { _csrf });
+    expect(res.headers.get("location")).toBe("/dashboard/sign-in?signed_out=1");
+    expect((await store.db.select().from(sessions)).length).toBe(before.length - 1);
+    const replay = new Client();
+    replay.cookies.set("hearth_session", token);
+    expect((await replay.get("/dashboard/keys")).status).toBe(303);
+  });
+});
+
+describe("API keys", () => {
+  it("shows a new secret once in the POST response, never in a URL; audited with the user as actor", async () => {
+    const client = await signedIn("member@acme.test", memberPassword);
+    const _csrf = await client.csrf("/dashboard/keys");
+    const res = await client.post("/dashboard/keys", { _csrf, org: "default", name: "ci" });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("location")).toBeNull();
+    expect(res.headers.get("cache-control")).toBe("no-store");
+    const html = await pageText(res);
+    const secret = /id="secret-key" type="text" readonly="" value="(sk-[A-Za-z0-9]+)"/.exec(html)?.[1] ?? "";
+    expect(await tenancy.verifyKey(secret)).not.toBeNull();
+    expect(html).toContain("You won't see it again");
+    expect(html).toContain(`sk-…${secret.slice(-4)}`);
+    const list = await (await client.get("/dashboard/keys")).text();
+    expect(list).not.toContain(secret);
+    const [row] = await store.db
+      .select()
+      .from(auditLog)
+      .where(eq(auditLog.action, "key.create"))
+      .orderBy(auditLog.id);
+    expect(row).toBeDefined();
+    const audits = await tenancy.listAudit({ orgName: "default", limit: 5 });
+    expect(audits[0]?.actor).toMatch(/^user_/);
+  });
+
+  it("refuses a change without or with a wrong CSRF token, in words, changing nothing", async () => {
+    const client = await signedIn(owner.email, owner.password);
+    const before = (await tenancy.listKeys("default")).length;
+    for (const form of [
+      { org: "default", name: "x" },
+      { org: "default", name: "x", _csrf: "forged" },
+    ]) {
+      const res = await client.post("/dashboard/keys", form);
+      expect(res.status).toBe(403);
+      expect(await res.text()).toContain("security token is missing or wrong");
+    }
+    expect(await tenancy.listKeys("default")).toHaveLength(before);
+  });
+
+  it("keeps orgs apart: no listing, no revoking another org's key by a forged post", async () => {
+    const target = await tenancy.createKey("default", { name: "victim" });
+    const intruder = await signedIn("other@other.test", otherPassword);
+    const page = await (await intruder.get("/dashboard/keys")).text();
+    expect(page).not.toContain(target.id);
+    expect(page).not.toContain("victim");
+    expect((await intruder.get("/dashboard/keys?org=default")).status).toBe(403);
+    const _csrf = await intruder.csrf("/dashboard/keys");
+    const own = await intruder.post(`/dashboard/keys/${target.id}/revoke`, { _csrf, org: "other" });
+    expect(own.status).toBe(404);
+    expect(await own.text()).toContain("There is no such API key");
+    const foreign = await intruder.post(`/dashboard/keys/${target.id}/revoke`, { _csrf, org: "default" });
+    expect(foreign.status).toBe(403);
+    expect(await foreign.text()).toContain("You are not a member of the organization");
+    expect(await tenancy.verifyKey(target.key)).not.toBeNull();
+  });
+
+  it("revokes with a confirmation page (no JS) and a redirect that names the key", async () => {
+    const key = await tenancy.createKey("default", { name: "old" });
+    const client = await signedIn(owner.email, owner.password);
+    const confirm = await (await client.get(`/dashboard/keys/${key.id}/revoke`)).text();
+    expect(confirm).toContain("Revoke key</button>");
+    const _csrf = /name="_csrf" value="([^"]+)"/.exec(confirm)?.[1] ?? "";
+    const res = await client.post(`/dashboard/keys/${key.id}/revoke`, { _csrf, org: "default" });
+    expect(res.status).toBe(303);
+    const page = await pageText(await client.get(res.headers.get("location") ?? ""));
+    expect(page).toContain(`Revoked "old" (sk-…${key.key.slice(-4)})`);
+    expect(await tenancy.verifyKey(key.key)).toBeNull();
+  });
+});
+
+describe("members", () => {
+  it("are managed by owners only", async () => {
+    const member = await signedIn("member@acme.test", memberPassword);
+    const page = await (await member.get("/dashboard/members")).text();
+    expect(page).toContain("Only owners of default can add members");
+    const _csrf = await member.csrf("/dashboard/members");
+    const res = await member.post("/dashboard/members", { _csrf, org: "default", email: "x@acme.test" });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain("Only owners of");
+  });
+
+  it("can be added (password shown once), promoted, demoted and removed; the last owner stays", async () => {
+    const client = await signedIn(owner.email, owner.password);
+    const _csrf = await client.csrf("/dashboard/members");
+    const added = await client.post("/dashboard/members", {
+      _csrf,
+      org: "default",
+      email: "New@Acme.test",
+      role: "member",
+    });
+    expect(added.status).toBe(200);
+    const html = await added.text();
+    const password = /id="new-password" type="text" readonly="" value="([^"]+)"/.exec(html)?.[1] ?? "";
+    expect(password.length).toBeGreaterThan(16);
+    expect(await tenancy.members.authenticate("new@acme.test", password)).not.toBeNull();
+
+    const users = await tenancy.listUsers("default");
+    const ownerId = users.find((u) => u.email === owner.email)?.id ?? "";
+    const newId = users.find((u) => u.email === "new@acme.test")?.id ?? "";
+    const demoteSelf = await client.post(`/dashboard/members/${ownerId}/role`, {
+      _csrf,
+      org: "default",
+      role: "member",
+    });
+    expect(demoteSelf.status).toBe(409);
+    expect(await demoteSelf.text()).toContain("needs at least one owner");
+
+    const promote = await client.post(`/dashboard/members/${newId}/role`, {
+      _csrf,
+      org: "default",
+      role: "owner",
+    });
+    expect(promote.status).toBe(303);
+    expect((await tenancy.listUsers("default")).find((u) => u.id === newId)?.role).toBe("owner");
+
+    const remove = await client.post(`/dashboard/members/${newId}/remove`, { _csrf, org: "default" });
+    expect(remove.status).toBe(303);
+    expect((await tenancy.listUsers("default")).map((u) => u.id)).not.toContain(newId);
+    expect(await tenancy.members.authenticate("new@acme.test", password)).toBeNull();
+    const actions = (await tenancy.listAudit({ orgName: "default", limit: 4 })).map((e) => e.action);
+    expect(actions).toEqual(["member.remove", "member.role", "member.add", "user.create"]);
+  });
+
+  it("adding an existing account from another org gives it a second org, chosen with ?org=", async () => {
+    const client = await signedIn(owner.email, owner.password);
+    const _csrf = await client.csrf("/dashboard/members");
+    const res = await client.post("/dashboard/members", { _csrf, org: "default", email: "other@other.test" });
+    expect(await res.text()).toContain("They already had a Hearth account");
+    const other = await signedIn("other@other.test", otherPassword);
+    const page = await (await other.get("/dashboard/keys?org=default")).text();
+    expect(page).toContain("API keys of default");
+    expect(page).toContain('<option value="other">other</option>');
+    const stored = await store.db.select().from(apiKeys).where(eq(apiKeys.orgId, "nope"));
+    expect(stored).toEqual([]);
+  });
+});

@@ -1,0 +1,131 @@
+// The dashboard web app (server-rendered Hono JSX): sign-in, API keys, members; mounted by create-app.ts with
+// app.route("/dashboard", createDashboardApp({ tenancy, logger })).
+//
+// Adding a page: write pages/<name>.tsx exporting register<Name>(app, deps) (see pages/keys.tsx), and register it
+// below in place of its registerComingPage line. Routes registered after requireSession get `c.var.auth` and
+// CSRF-checked POSTs for free; layout.tsx has the frame, forms, notices and dialogs.
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { Logger } from "../observability/logger.js";
+import type { TenancyService } from "../tenancy/tenancy-service.js";
+import { DASHBOARD_CSS, DASHBOARD_JS } from "./assets.js";
+import { CsrfTokens } from "./csrf.js";
+import { errorPage } from "./layout.js";
+import { registerComingPage } from "./pages/coming.js";
+import { registerKeys } from "./pages/keys.js";
+import { registerMembers } from "./pages/members.js";
+import { registerSignIn, registerSignOut } from "./pages/sign-in.js";
+import { type DashboardDeps, type DashboardEnv, requireSession } from "./session.js";
+import { createSignInThrottle, type SignInThrottle } from "./sign-in-throttle.js";
+
+export const DEFAULT_SESSION_IDLE_MS = 12 * 60 * 60 * 1000;
+export const DEFAULT_SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
+const MAX_FORM_BYTES = 64 * 1024;
+
+export interface DashboardOptions {
+  tenancy: TenancyService;
+  logger?: Logger | undefined;
+  /** Where the app is mounted (default "/dashboard"): links and the cookie path use it. */
+  base?: string | undefined;
+  /** Key of the CSRF HMAC; default: derived from the server key secret (the same on every replica). */
+  csrfSecret?: Uint8Array | undefined;
+  /** A session ends after this long without a request (default 12 h)… */
+  sessionIdleMs?: number | undefined;
+  /** …and this long after sign-in in any case (default 7 days). */
+  sessionLifetimeMs?: number | undefined;
+  /** Secure cookies: always, never, or "auto" (default): when the request came over https. */
+  secureCookies?: boolean | "auto" | undefined;
+  /** Failed sign-in counting (default: in memory, DEFAULT_THROTTLE_RULES). */
+  throttle?: SignInThrottle | undefined;
+  /** The client's address for throttling (default: the socket's peer; behind a proxy, say how to read it). */
+  clientAddress?: ((c: Context<DashboardEnv>) => string) | undefined;
+}
+
+// Pages load nothing but the dashboard's own stylesheet and script, and cannot be framed (clickjacking).
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "style-src 'self'",
+  "script-src 'self'",
+  "img-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join("; ");
+
+export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv> {
+  const base = options.base ?? "/dashboard";
+  const deps: DashboardDeps = {
+    tenancy: options.tenancy,
+    csrf: new CsrfTokens(options.csrfSecret ?? options.tenancy.deriveSecret("dashboard-csrf")),
+    sessionPolicy: {
+      idleMs: options.sessionIdleMs ?? DEFAULT_SESSION_IDLE_MS,
+      lifetimeMs: options.sessionLifetimeMs ?? DEFAULT_SESSION_LIFETIME_MS,
+    },
+    base,
+    secureCookies: options.secureCookies ?? "auto",
+    throttle: options.throttle ?? createSignInThrottle(),
+    clientAddress: options.clientAddress ?? socketAddress,
+  };
+  const app = new Hono<DashboardEnv>();
+
+  app.use("*", async (c, next) => {
+    c.set("base", base);
+    await next();
+    c.header("content-security-policy", CONTENT_SECURITY_POLICY);
+    c.header("x-content-type-options", "nosniff");
+    c.header("x-frame-options", "DENY");
+    c.header("referrer-policy", "no-referrer");
+    if (!c.res.headers.has("cache-control")) c.header("cache-control", "no-store");
+  });
+  app.use(
+    "*",
+    bodyLimit({
+      maxSize: MAX_FORM_BYTES,
+      onError: (c) =>
+        errorPage(c, 413, "Form too large", "The form sent more data than the dashboard accepts."),
+    }),
+  );
+
+  app.get("/assets/dashboard.css", (c) => asset(c, DASHBOARD_CSS, "text/css; charset=utf-8"));
+  app.get("/assets/dashboard.js", (c) => asset(c, DASHBOARD_JS, "text/javascript; charset=utf-8"));
+  app.get("/", (c) => c.redirect(`${base}/keys`, 303));
+  registerSignIn(app, deps);
+
+  // Everything below needs a signed-in user; POSTs also a valid CSRF token.
+  app.use("*", requireSession(deps));
+  registerSignOut(app, deps);
+  registerKeys(app, deps);
+  registerComingPage(app, "usage");
+  registerComingPage(app, "models");
+  registerComingPage(app, "limits");
+  registerMembers(app, deps);
+  app.all("*", (c) =>
+    errorPage(c, 404, "Page not found", `There is no dashboard page at ${c.req.path}.`, c.get("auth")),
+  );
+
+  app.onError((err, c) => {
+    const requestId = c.get("requestId");
+    options.logger?.error({ err, requestId }, "dashboard error");
+    const reference = requestId === undefined ? "" : ` Reference: ${requestId}.`;
+    return errorPage(
+      c,
+      500,
+      "Something went wrong",
+      `The dashboard could not complete this request; nothing more is known here.${reference}`,
+    );
+  });
+  return app;
+}
+
+function asset(c: Context<DashboardEnv>, body: string, type: string): Response {
+  c.header("content-type", type);
+  c.header("cache-control", "public, max-age=3600");
+  return c.body(body);
+}
+
+function socketAddress(c: Context<DashboardEnv>): string {
+  // The Node server puts the socket on c.env; in-memory requests (tests) have none.
+  const incoming = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
+  return incoming?.socket?.remoteAddress ?? "unknown";
+}

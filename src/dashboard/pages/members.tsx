@@ -1,0 +1,294 @@
+// Members of the active org. Everyone sees the list; only owners add members (a generated password is shown
+// once), change roles and remove members. An org always keeps at least one owner.
+import type { Context, Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import {
+  AlreadyMemberError,
+  LastOwnerError,
+  MemberNotFoundError,
+  TenancyValidationError,
+} from "../../tenancy/errors.js";
+import {
+  type AddedMember,
+  MEMBERSHIP_ROLES,
+  type MembershipRole,
+  type OrgUser,
+} from "../../tenancy/types.js";
+import {
+  ConfirmDialog,
+  ConfirmTrigger,
+  confirmPage,
+  formatDate,
+  link,
+  Notice,
+  PostForm,
+  renderPage,
+  SecretField,
+  TextField,
+} from "../layout.js";
+import { type DashboardAuth, type DashboardDeps, type DashboardEnv, requireOwner } from "../session.js";
+
+const TITLE = "Members";
+
+interface MembersView {
+  added?: AddedMember | undefined;
+  notice?: { kind: "error" | "success"; text: string } | undefined;
+  email?: string | undefined;
+}
+
+const NOTICES: Record<string, string> = {
+  role: "The role was changed.",
+  removed: "The member was removed.",
+};
+
+export function registerMembers(app: Hono<DashboardEnv>, deps: DashboardDeps): void {
+  app.get("/members", async (c) => {
+    const done = NOTICES[c.req.query("done") ?? ""];
+    return membersPage(c, deps, { notice: done === undefined ? undefined : { kind: "success", text: done } });
+  });
+
+  app.post("/members", async (c) => {
+    const refused = requireOwner(c, "add members");
+    if (refused !== null) return refused;
+    const auth = c.get("auth");
+    const form = await c.req.parseBody();
+    const email = typeof form.email === "string" ? form.email : "";
+    const role = parseRole(form.role);
+    try {
+      const added = await deps.tenancy.members.add({
+        orgName: auth.org.orgName,
+        email,
+        role,
+        actor: auth.user.id,
+      });
+      return membersPage(c, deps, { added });
+    } catch (err) {
+      return memberError(c, deps, err, { email });
+    }
+  });
+
+  app.post("/members/:userId/role", async (c) => {
+    const refused = requireOwner(c, "change roles");
+    if (refused !== null) return refused;
+    const auth = c.get("auth");
+    const form = await c.req.parseBody();
+    try {
+      await deps.tenancy.members.setRole(
+        auth.org.orgName,
+        c.req.param("userId"),
+        parseRole(form.role),
+        auth.user.id,
+      );
+    } catch (err) {
+      return memberError(c, deps, err);
+    }
+    return c.redirect(link(auth, "/members", { done: "role" }), 303);
+  });
+
+  app.get("/members/:userId/remove", async (c) => {
+    const refused = requireOwner(c, "remove members");
+    if (refused !== null) return refused;
+    const auth = c.get("auth");
+    const member = (await deps.tenancy.listUsers(auth.org.orgName)).find(
+      (m) => m.id === c.req.param("userId"),
+    );
+    if (member === undefined) return memberError(c, deps, new MemberNotFoundError(auth.org.orgName, ""));
+    return confirmPage(
+      c,
+      {
+        title: "Remove member",
+        active: "members",
+        question: (
+          <>
+            Remove <strong>{member.email}</strong> from {auth.org.orgName}?
+          </>
+        ),
+        action: `/members/${member.id}/remove`,
+        confirm: "Remove member",
+        cancel: "/members",
+      },
+      <RemoveConsequence />,
+    );
+  });
+
+  app.post("/members/:userId/remove", async (c) => {
+    const refused = requireOwner(c, "remove members");
+    if (refused !== null) return refused;
+    const auth = c.get("auth");
+    const userId = c.req.param("userId");
+    try {
+      await deps.tenancy.members.remove(auth.org.orgName, userId, auth.user.id);
+    } catch (err) {
+      return memberError(c, deps, err);
+    }
+    // Removing yourself ends your access to this org: go wherever you still belong.
+    if (userId === auth.user.id) return c.redirect(`${auth.base}/keys`, 303);
+    return c.redirect(link(auth, "/members", { done: "removed" }), 303);
+  });
+}
+
+function parseRole(value: unknown): MembershipRole {
+  return value === "owner" ? "owner" : "member";
+}
+
+/** Expected member failures as the page with the reason in words; anything else is a bug and goes up. */
+function memberError(
+  c: Context<DashboardEnv>,
+  deps: DashboardDeps,
+  err: unknown,
+  view: MembersView = {},
+): Promise<Response> {
+  let status: ContentfulStatusCode;
+  if (err instanceof LastOwnerError || err instanceof AlreadyMemberError) status = 409;
+  else if (err instanceof MemberNotFoundError) status = 404;
+  else if (err instanceof TenancyValidationError) status = 400;
+  else throw err;
+  const text =
+    err instanceof MemberNotFoundError
+      ? `There is no such member in "${c.get("auth").org.orgName}". Nothing was changed.`
+      : `Nothing was changed: ${err.message}`;
+  return membersPage(c, deps, { ...view, notice: { kind: "error", text } }, status);
+}
+
+async function membersPage(
+  c: Context<DashboardEnv>,
+  deps: DashboardDeps,
+  view: MembersView,
+  status: ContentfulStatusCode = 200,
+): Promise<Response> {
+  const auth = c.get("auth");
+  const members = await deps.tenancy.listUsers(auth.org.orgName);
+  const isOwner = auth.org.role === "owner";
+  return renderPage(
+    c,
+    { title: TITLE, active: "members", status },
+    <>
+      <h1>{TITLE}</h1>
+      {view.notice === undefined ? null : <Notice kind={view.notice.kind}>{view.notice.text}</Notice>}
+      {view.added === undefined ? null : <Added added={view.added} />}
+      {isOwner ? null : (
+        <Notice kind="info">
+          Only owners of {auth.org.orgName} can add members, change roles or remove members.
+        </Notice>
+      )}
+      <div class="table-wrap">
+        <table>
+          <caption class="hint">Members of {auth.org.orgName}</caption>
+          <thead>
+            <tr>
+              <th scope="col">Email</th>
+              <th scope="col">Role</th>
+              <th scope="col" class="opt">
+                Added
+              </th>
+              {isOwner ? (
+                <th scope="col">
+                  <span class="visually-hidden">Actions</span>
+                </th>
+              ) : null}
+            </tr>
+          </thead>
+          <tbody>
+            {members.map((m) => (
+              <tr data-user-id={m.id}>
+                <td>
+                  {m.email}
+                  {m.id === auth.user.id ? " (you)" : ""}
+                </td>
+                <td>{isOwner ? <RoleForm auth={auth} member={m} /> : m.role}</td>
+                <td class="opt">{formatDate(m.createdAt)}</td>
+                {isOwner ? (
+                  <td>
+                    <ConfirmTrigger
+                      href={link(auth, `/members/${m.id}/remove`)}
+                      dialog="remove-dialog"
+                      post={`${auth.base}/members/${m.id}/remove`}
+                      subject={m.email}
+                      label="Remove"
+                    />
+                  </td>
+                ) : null}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {isOwner ? <AddMemberForm auth={auth} email={view.email} /> : null}
+      {isOwner ? (
+        <ConfirmDialog id="remove-dialog" auth={auth} title="Remove member" confirm="Remove member">
+          <p>
+            Remove <strong data-subject-slot /> from {auth.org.orgName}?
+          </p>
+          <RemoveConsequence />
+        </ConfirmDialog>
+      ) : null}
+    </>,
+  );
+}
+
+const Added = ({ added }: { added: AddedMember }) => (
+  <div>
+    <Notice kind="success">
+      Added {added.member.email} as {added.member.role}.
+      {added.newUser
+        ? ""
+        : " They already had a Hearth account: they sign in with their own password and choose this organization."}
+    </Notice>
+    {added.generatedPassword === null ? null : (
+      <SecretField id="new-password" label="Temporary password" value={added.generatedPassword}>
+        Give this password to {added.member.email} over a safe channel. You won't see it again.
+      </SecretField>
+    )}
+  </div>
+);
+
+const RoleForm = ({ auth, member }: { auth: DashboardAuth; member: OrgUser }) => (
+  <PostForm auth={auth} action={`/members/${member.id}/role`} class="row-form">
+    <label class="visually-hidden" for={`role-${member.id}`}>
+      Role of {member.email}
+    </label>
+    <select id={`role-${member.id}`} name="role">
+      {MEMBERSHIP_ROLES.map((role) => (
+        <option value={role} selected={role === member.role}>
+          {role}
+        </option>
+      ))}
+    </select>
+    <button type="submit" class="secondary">
+      Change role
+    </button>
+  </PostForm>
+);
+
+const AddMemberForm = ({ auth, email }: { auth: DashboardAuth; email?: string | undefined }) => (
+  <section class="card">
+    <h2>Add a member</h2>
+    <PostForm auth={auth} action="/members">
+      <TextField
+        id="member-email"
+        label="Email"
+        name="email"
+        type="email"
+        required
+        autocomplete="off"
+        value={email ?? ""}
+      />
+      <div class="field">
+        <label for="member-role">Role</label>
+        <select id="member-role" name="role">
+          <option value="member">member: manages API keys</option>
+          <option value="owner">owner: also manages members</option>
+        </select>
+      </div>
+      <p class="hint">A new account gets a random password, shown to you once, to hand over.</p>
+      <button type="submit">Add member</button>
+    </PostForm>
+  </section>
+);
+
+const RemoveConsequence = () => (
+  <p>
+    They lose access to this organization at once. Their API keys stay; revoke them on the API keys page if
+    needed.
+  </p>
+);
