@@ -11,7 +11,7 @@ import { ensureModelFile } from "./models/fetch.js";
 import { createProgressReporter } from "./models/progress.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import { openStore } from "./store/open-store.js";
-import { TenancyService } from "./tenancy/tenancy-service.js";
+import { DEFAULT_OWNER_EMAIL, TenancyService } from "./tenancy/tenancy-service.js";
 
 export interface RunningServer {
   url: string;
@@ -42,7 +42,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
   });
   const adminToken = loadOrCreateAdminToken(config);
-  const firstKey = await tenancy.bootstrap(modelIds);
+  const firstKey = await tenancy.bootstrap(modelIds, { ownerEmail: DEFAULT_OWNER_EMAIL });
   if (firstKey !== null) {
     announce(
       [
@@ -83,6 +83,16 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
   const url = `http://${config.server.host}:${port}`;
   logger.info({ url }, "listening");
+  if (firstKey?.owner) {
+    announce(
+      [
+        `Sign in to the dashboard at ${url}/dashboard as its first owner (shown once, now):`,
+        `  Email:    ${firstKey.owner.email}`,
+        `  Password: ${firstKey.owner.password}`,
+        "",
+      ].join("\n"),
+    );
+  }
 
   const engineReady = engine.start();
   engineReady.then(

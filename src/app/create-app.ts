@@ -6,6 +6,7 @@ import { createAdminApp } from "../admin/admin-app.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { requireApiKey } from "../auth/require-api-key.js";
+import { createDashboardApp } from "../dashboard/app.js";
 import {
   ApiError,
   EngineOverloadedError,
@@ -84,6 +85,7 @@ export function createApp(services: Services): Hono<AppEnv> {
     "/admin/v1",
     createAdminApp(services.tenancy, services.adminToken, { usage: services.usageQueries }),
   );
+  app.route("/dashboard", createDashboardApp({ tenancy: services.tenancy, logger }));
 
   app.notFound((c) => {
     const error = new NotFoundError(`Unknown request URL: ${c.req.method} ${c.req.path}.`, "unknown_url");
