@@ -45,7 +45,9 @@ button.danger { background: var(--danger); border-color: var(--danger); color: #
 button.danger-outline { background: var(--card); color: var(--danger); border-color: #e4a9a2; padding: .3rem .7rem; }
 form.inline, td form { display: inline; margin: 0; }
 .actions { display: flex; flex-wrap: wrap; gap: .5rem; margin-top: 1rem; }
-.table-wrap { overflow-x: auto; }
+.table-wrap { overflow-x: auto; margin-bottom: 1.5rem; }
+.card h2 { margin-top: 0; }
+.lead { color: var(--muted); margin: .5rem 0 1.25rem; }
 table { width: 100%; border-collapse: collapse; background: var(--card); }
 th, td { text-align: left; padding: .6rem .75rem; border-bottom: 1px solid var(--line); vertical-align: middle; }
 th { font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }

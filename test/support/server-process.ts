@@ -10,6 +10,9 @@ export interface ServerProcess {
   url: string;
   /** The bootstrap API key of org `default`. */
   apiKey: string;
+  /** The first owner of org `default`, printed once at first start (dashboard sign-in). */
+  ownerEmail: string;
+  ownerPassword: string;
   dataDir: string;
   child: ChildProcess;
   /** Everything the process wrote (stdout and stderr), for log assertions. */
@@ -45,23 +48,27 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
   const deadline = Date.now() + 170_000;
   let url: string | undefined;
   let apiKey: string | undefined;
+  let owner: RegExpExecArray | null = null;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`hearth serve exited early:\n${output}`);
     url ??= /"url":"(http:\/\/[^"]+)"/.exec(output)?.[1];
     apiKey ??= /^\s+(sk-[A-Za-z0-9_-]+)\s*$/m.exec(output)?.[1];
+    owner ??= /^\s+Email:\s+(\S+)\n\s+Password:\s+(\S+)\n/m.exec(output);
     if (url !== undefined) {
       const health = await fetch(`${url}/health`).catch(() => undefined);
-      if (health?.status === 200 && apiKey !== undefined) break;
+      if (health?.status === 200 && apiKey !== undefined && owner !== null) break;
     }
     await new Promise((r) => setTimeout(r, 200));
   }
-  if (url === undefined || apiKey === undefined) {
+  if (url === undefined || apiKey === undefined || owner === null) {
     child.kill("SIGKILL");
     throw new Error(`hearth serve did not become healthy:\n${output}`);
   }
   return {
     url,
     apiKey,
+    ownerEmail: owner[1] ?? "",
+    ownerPassword: owner[2] ?? "",
     dataDir,
     child,
     output: () => output,

@@ -143,7 +143,7 @@ function keysPage(
           <button type="submit">Create API key</button>
         </form>
       </div>
-      <p class="hint">
+      <p class="lead">
         Keys of <strong>{auth.org.orgName}</strong> authenticate requests to <code>/v1</code> with{" "}
         <code>Authorization: Bearer &lt;key&gt;</code>. Keep them out of client-side code and version control.
       </p>
@@ -164,7 +164,7 @@ function keysPage(
       </dialog>
       <ConfirmDialog id="revoke-dialog" auth={auth} title="Revoke API key" confirm="Revoke key">
         <p>
-          Revoke <strong data-subject-slot /> ?
+          Revoke <strong data-subject-slot />?
         </p>
         <RevokeConsequence />
       </ConfirmDialog>
