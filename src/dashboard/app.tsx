@@ -39,7 +39,7 @@ export interface DashboardOptions {
   /** Failed sign-in counting (default: in memory, DEFAULT_THROTTLE_RULES). */
   throttle?: SignInThrottle | undefined;
   /** The client's address for throttling (default: the socket's peer; behind a proxy, say how to read it). */
-  clientAddress?: ((c: Context<DashboardEnv>) => string) | undefined;
+  clientAddress?: ((c: Context) => string) | undefined;
 }
 
 // Pages load nothing but the dashboard's own stylesheet and script, and cannot be framed (clickjacking).
@@ -124,7 +124,7 @@ function asset(c: Context<DashboardEnv>, body: string, type: string): Response {
   return c.body(body);
 }
 
-function socketAddress(c: Context<DashboardEnv>): string {
+function socketAddress(c: Context): string {
   // The Node server puts the socket on c.env; in-memory requests (tests) have none.
   const incoming = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
   return incoming?.socket?.remoteAddress ?? "unknown";

@@ -48,7 +48,8 @@ export interface DashboardDeps {
   /** true, false, or "auto": Secure when the request came over https (directly or per X-Forwarded-Proto). */
   secureCookies: boolean | "auto";
   throttle: SignInThrottle;
-  clientAddress: (c: Context<DashboardEnv>) => string;
+  /** Any env: the operator pages (own Variables) share it. */
+  clientAddress: (c: Context) => string;
 }
 
 export function isSecureRequest(c: Context, setting: boolean | "auto"): boolean {

@@ -151,8 +151,8 @@ export class MemberService {
   async setRole(orgName: string, userId: string, role: MembershipRole, actor: Actor): Promise<OrgUser> {
     assertRole(role);
     return this.db.transaction(async (tx) => {
-      const org = await requireOrg(tx, orgName);
-      const current = await this.lockedMember(tx, org, userId);
+      const org = await lockOrg(tx, orgName);
+      const current = await this.member(tx, org, userId);
       if (current.role === role) return current;
       if (current.role === "owner") await this.assertAnotherOwner(tx, org);
       await tx
@@ -178,8 +178,8 @@ export class MemberService {
     actor: Actor,
   ): Promise<{ email: string; userDeleted: boolean }> {
     return this.db.transaction(async (tx) => {
-      const org = await requireOrg(tx, orgName);
-      const current = await this.lockedMember(tx, org, userId);
+      const org = await lockOrg(tx, orgName);
+      const current = await this.member(tx, org, userId);
       if (current.role === "owner") await this.assertAnotherOwner(tx, org);
       await tx.delete(memberships).where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)));
       const [left] = await tx.select({ n: count() }).from(memberships).where(eq(memberships.userId, userId));
@@ -194,14 +194,12 @@ export class MemberService {
     });
   }
 
-  // The member's row, locked for the rest of the transaction so concurrent role changes serialise.
-  private async lockedMember(tx: StoreTx, org: OrganizationRow, userId: string): Promise<OrgUser> {
+  private async member(tx: StoreTx, org: OrganizationRow, userId: string): Promise<OrgUser> {
     const [row] = await tx
       .select({ email: users.email, role: memberships.role, createdAt: memberships.createdAt })
       .from(memberships)
       .innerJoin(users, eq(memberships.userId, users.id))
-      .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)))
-      .for("update");
+      .where(and(eq(memberships.orgId, org.id), eq(memberships.userId, userId)));
     if (row === undefined) throw new MemberNotFoundError(org.name, userId);
     return {
       id: userId,
@@ -212,13 +210,12 @@ export class MemberService {
     };
   }
 
-  // Locks every owner row of the org: two owners demoting each other at once cannot both succeed.
+  // Called under lockOrg: the owners counted here cannot change before the transaction ends.
   private async assertAnotherOwner(tx: StoreTx, org: OrganizationRow): Promise<void> {
     const owners = await tx
       .select({ userId: memberships.userId })
       .from(memberships)
-      .where(and(eq(memberships.orgId, org.id), eq(memberships.role, "owner")))
-      .for("update");
+      .where(and(eq(memberships.orgId, org.id), eq(memberships.role, "owner")));
     if (owners.length < 2) throw new LastOwnerError(org.name);
   }
 
@@ -236,6 +233,16 @@ export class MemberService {
   private nowDate(): Date {
     return new Date(this.options.now());
   }
+}
+
+/**
+ * The org row locked for the rest of the transaction: role changes and removals in one org run one at a time,
+ * so two owners demoting each other at once cannot both succeed (locking member rows instead deadlocks).
+ */
+async function lockOrg(tx: StoreTx, name: string): Promise<OrganizationRow> {
+  const [row] = await tx.select().from(organizations).where(eq(organizations.name, name)).for("update");
+  if (row === undefined) throw new OrgNotFoundError(name);
+  return row;
 }
 
 async function requireOrg(exec: StoreDb | StoreTx, name: string): Promise<OrganizationRow> {
