@@ -8,7 +8,7 @@ import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import type { StoreDb } from "../store/open-store.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
-import { PgUsageMeter } from "../usage/pg-meter.js";
+import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
 import type { UsageMeter } from "../usage/types.js";
 
@@ -45,7 +45,10 @@ export interface ServiceParts {
 export function createServices(parts: ServiceParts): Services {
   const { config, engine, tenancy, db, adminToken, logger } = parts;
   const usageMeter = new PgUsageMeter(db, {
-    onError: (err) => logger.error({ err }, "writing usage records failed; will retry"),
+    onError: (err) =>
+      err instanceof UsageRecordsDroppedError
+        ? logger.error({ err, dropped: err.count }, "usage records dropped")
+        : logger.warn({ err }, "writing usage records failed; will retry"),
   });
   const metrics = new Metrics(engine);
   return {
