@@ -3,6 +3,7 @@
 import type { StoreDb } from "../store/open-store.js";
 import { auditLog } from "../store/schema.js";
 
+/** Changes the admin API (and so the CLI) can make; the dashboard makes them too. */
 export const AUDIT_ACTIONS = Object.freeze([
   "org.create",
   "grant",
@@ -11,11 +12,10 @@ export const AUDIT_ACTIONS = Object.freeze([
   "key.revoke",
   "limits.set",
   "user.create",
-  "member.add",
-  "member.role",
-  "member.remove",
 ] as const);
-export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+/** Member management, made by owners in the dashboard only (the admin API has no route for it yet). */
+export const MEMBER_AUDIT_ACTIONS = Object.freeze(["member.add", "member.role", "member.remove"] as const);
+export type AuditAction = (typeof AUDIT_ACTIONS)[number] | (typeof MEMBER_AUDIT_ACTIONS)[number];
 
 /** The admin token's holder (CLI, operator scripts). */
 export const ADMIN_ACTOR = "admin";
