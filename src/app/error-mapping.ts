@@ -23,8 +23,8 @@ import {
 export function mapDomainError(err: unknown): ApiError {
   if (err instanceof ContextOverflowError) return new ContextLengthError(err.message);
   if (err instanceof QueueFullError) return new EngineOverloadedError();
-  // Same answer as a full queue: the client backs off and retries (retry-after), nothing was generated.
-  if (err instanceof QueueTimeoutError) return new EngineOverloadedError();
+  // Same answer as a full queue (the client backs off and retries; nothing was generated), saying it waited.
+  if (err instanceof QueueTimeoutError) return new EngineOverloadedError(err.message);
   if (err instanceof RequestAbortedError) return new ClientClosedRequestError();
   if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
   // A template that rejects the conversation (e.g. roles out of order) is the client's input, not our fault.
