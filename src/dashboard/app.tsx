@@ -12,10 +12,14 @@ import type { TenancyService } from "../tenancy/tenancy-service.js";
 import { DASHBOARD_CSS, DASHBOARD_JS } from "./assets.js";
 import { CsrfTokens } from "./csrf.js";
 import { errorPage } from "./layout.js";
-import { registerComingPage } from "./pages/coming.js";
+import { registerOperator } from "./operator/index.js";
+import { createOperatorThrottle } from "./operator/operator-session.js";
 import { registerKeys } from "./pages/keys.js";
+import { registerLimits } from "./pages/limits.js";
 import { registerMembers } from "./pages/members.js";
+import { registerModels } from "./pages/models.js";
 import { registerSignIn, registerSignOut } from "./pages/sign-in.js";
+import { registerUsage } from "./pages/usage.js";
 import { type DashboardDeps, type DashboardEnv, requireSession } from "./session.js";
 import { createSignInThrottle, type SignInThrottle } from "./sign-in-throttle.js";
 
@@ -40,6 +44,16 @@ export interface DashboardOptions {
   throttle?: SignInThrottle | undefined;
   /** The client's address for throttling (default: the socket's peer; behind a proxy, say how to read it). */
   clientAddress?: ((c: Context) => string) | undefined;
+  /** Usage summaries for the Usage page (services.usageQueries). */
+  usage?: DashboardDeps["usage"];
+  /** Rate-limit windows for the Limits page (services.limiter). */
+  limiter?: DashboardDeps["limiter"];
+  /** The configured models for the Models page and the operator view (services.engine.listModels). */
+  models?: DashboardDeps["models"];
+  /** The admin token: opens the operator view at <base>/operator; absent, the view is off. */
+  adminToken?: string | undefined;
+  /** Wrong admin tokens at the operator sign-in (default: OPERATOR_THROTTLE_RULES, in memory). */
+  operatorThrottle?: SignInThrottle | undefined;
 }
 
 // Pages load nothing but the dashboard's own stylesheet and script, and cannot be framed (clickjacking).
@@ -66,6 +80,11 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
     secureCookies: options.secureCookies ?? "auto",
     throttle: options.throttle ?? createSignInThrottle(),
     clientAddress: options.clientAddress ?? socketAddress,
+    usage: options.usage,
+    limiter: options.limiter,
+    models: options.models,
+    adminToken: options.adminToken,
+    operatorThrottle: options.operatorThrottle ?? createOperatorThrottle(),
   };
   const app = new Hono<DashboardEnv>();
 
@@ -91,14 +110,16 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
   app.get("/assets/dashboard.js", (c) => asset(c, DASHBOARD_JS, "text/javascript; charset=utf-8"));
   app.get("/", (c) => c.redirect(`${base}/keys`, 303));
   registerSignIn(app, deps);
+  // The operator view has its own session (admin token) and checks; members' sessions do not open it.
+  registerOperator(app, deps);
 
   // Everything below needs a signed-in user; POSTs also a valid CSRF token.
   app.use("*", requireSession(deps));
   registerSignOut(app, deps);
   registerKeys(app, deps);
-  registerComingPage(app, "usage");
-  registerComingPage(app, "models");
-  registerComingPage(app, "limits");
+  registerUsage(app, deps);
+  registerModels(app, deps);
+  registerLimits(app, deps);
   registerMembers(app, deps);
   app.all("*", (c) =>
     errorPage(c, 404, "Page not found", `There is no dashboard page at ${c.req.path}.`, c.get("auth")),

@@ -7,9 +7,12 @@
 // `requireOwner(c)`.
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { ModelInfo } from "../engine/types.js";
+import type { RateLimiter } from "../limits/types.js";
 import type { SessionPolicy } from "../tenancy/sessions.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
 import type { Membership } from "../tenancy/types.js";
+import type { UsageQueries } from "../usage/queries.js";
 import { CSRF_FIELD, type CsrfTokens } from "./csrf.js";
 import { errorPage } from "./layout.js";
 import type { SignInThrottle } from "./sign-in-throttle.js";
@@ -50,6 +53,16 @@ export interface DashboardDeps {
   throttle: SignInThrottle;
   /** Any env: the operator pages (own Variables) share it. */
   clientAddress: (c: Context) => string;
+  /** Usage summaries (Usage page); absent: the page says usage is not recorded. */
+  usage?: Pick<UsageQueries, "summary"> | undefined;
+  /** Current rate-limit windows (Limits page); absent: consumption is shown as unknown. */
+  limiter?: Pick<RateLimiter, "snapshot"> | undefined;
+  /** The configured models (Models page, operator view). */
+  models?: (() => readonly ModelInfo[]) | undefined;
+  /** Opens the operator view (operator/); absent: the view is off. */
+  adminToken?: string | undefined;
+  /** Failed operator sign-ins (wrong admin tokens). */
+  operatorThrottle: SignInThrottle;
 }
 
 export function isSecureRequest(c: Context, setting: boolean | "auto"): boolean {

@@ -1,0 +1,489 @@
+// Usage of the active org over a chosen period: tokens per day and model (a chart with its data as a table),
+// totals, and requests and tokens per model and per API key. Read-only; everyone in the org may see it.
+import type { Context, Hono } from "hono";
+import { raw } from "hono/html";
+import type { UsageGroup, UsageQueries, UsageTotals } from "../../usage/queries.js";
+import { colorOf, formatNumber, stackedBarChart } from "../chart.js";
+import { formatDate, Notice, renderPage } from "../layout.js";
+import type { DashboardAuth, DashboardDeps, DashboardEnv } from "../session.js";
+
+/** What the page reads usage from (UsageQueries in the server). */
+export type UsageSource = Pick<UsageQueries, "summary">;
+
+const DAY_MS = 86_400_000;
+/** Longest span of dates one page shows (one bar a day). */
+export const MAX_PERIOD_DAYS = 366;
+
+export const USAGE_PERIODS = Object.freeze([
+  { id: "24h", label: "Last 24 hours", ms: DAY_MS },
+  { id: "7d", label: "Last 7 days", ms: 7 * DAY_MS },
+  { id: "30d", label: "Last 30 days", ms: 30 * DAY_MS },
+  { id: "dates", label: "Between dates", ms: undefined },
+] as const);
+export type UsagePeriodId = (typeof USAGE_PERIODS)[number]["id"];
+const DEFAULT_PERIOD: UsagePeriodId = "7d";
+
+/** A period resolved to instants: records with since <= at < until (until absent: up to now). */
+export interface UsagePeriod {
+  id: UsagePeriodId;
+  since: Date;
+  until: Date | undefined;
+  /** The UTC days the chart shows, `YYYY-MM-DD`, oldest first. */
+  days: string[];
+  /** The form's date fields as given (or as the period implies). */
+  sinceDate: string;
+  untilDate: string;
+  /** "from 2031-05-01 00:00 UTC to now" */
+  description: string;
+}
+
+export type PeriodParse =
+  | { ok: true; period: UsagePeriod }
+  | { ok: false; message: string; form: PeriodForm };
+export interface PeriodForm {
+  period: string;
+  since: string;
+  until: string;
+}
+
+/** Reads `period`, `since` and `until` (UTC dates, both inclusive) from a query; errors are sentences. */
+export function parseUsagePeriod(
+  query: { [K in keyof PeriodForm]?: string | undefined },
+  now: number,
+): PeriodParse {
+  const since = query.since?.trim() ?? "";
+  const until = query.until?.trim() ?? "";
+  const form = { period: query.period ?? "", since, until };
+  const requested = query.period || (since !== "" || until !== "" ? "dates" : DEFAULT_PERIOD);
+  const preset = USAGE_PERIODS.find((p) => p.id === requested);
+  if (preset === undefined) {
+    const known = USAGE_PERIODS.map((p) => `"${p.label}"`).join(", ");
+    return { ok: false, message: `Unknown period "${requested}": choose one of ${known}.`, form };
+  }
+  if (preset.ms !== undefined) {
+    const start = new Date(now - preset.ms);
+    return {
+      ok: true,
+      period: {
+        id: preset.id,
+        since: start,
+        until: undefined,
+        days: daysBetween(start, new Date(now)),
+        sinceDate: isoDay(start),
+        untilDate: isoDay(new Date(now)),
+        description: `from ${formatDate(start)} to now`,
+      },
+    };
+  }
+  const first = parseDay(since);
+  if (first === undefined) {
+    return {
+      ok: false,
+      message:
+        since === ""
+          ? "Give the first day of the period (From), as a date like 2031-05-01."
+          : `"${since}" is not a date: write it as year-month-day, like 2031-05-01.`,
+      form,
+    };
+  }
+  const last = until === "" ? parseDay(isoDay(new Date(now))) : parseDay(until);
+  if (last === undefined) {
+    return {
+      ok: false,
+      message: `"${until}" is not a date: write it as year-month-day, like 2031-05-31.`,
+      form,
+    };
+  }
+  if (last.getTime() < first.getTime()) {
+    return {
+      ok: false,
+      message: "The period ends before it starts: the To date is before the From date.",
+      form,
+    };
+  }
+  const end = new Date(last.getTime() + DAY_MS);
+  const days = daysBetween(first, new Date(end.getTime() - 1));
+  if (days.length > MAX_PERIOD_DAYS) {
+    return {
+      ok: false,
+      message: `That period has ${days.length} days; choose at most ${MAX_PERIOD_DAYS} days at a time.`,
+      form,
+    };
+  }
+  return {
+    ok: true,
+    period: {
+      id: "dates",
+      since: first,
+      until: end,
+      days,
+      sinceDate: isoDay(first),
+      untilDate: isoDay(last),
+      description: `from ${isoDay(first)} to ${isoDay(last)} (UTC days, inclusive)`,
+    },
+  };
+}
+
+/** Everything the page shows for one period. */
+export interface UsageReport {
+  totals: UsageTotals;
+  byModel: UsageGroup[];
+  byKey: UsageGroup[];
+  /** Total tokens per model (in byModel's order) per day (in period.days' order). */
+  tokensByModelAndDay: { model: string; values: number[] }[];
+}
+
+/**
+ * Composes the report from UsageQueries.summary: by model, by key, by day, and (only when several models were
+ * used) by model for each day that has records, each day clipped to the period.
+ */
+export async function loadUsageReport(
+  source: UsageSource,
+  orgId: string,
+  period: UsagePeriod,
+): Promise<UsageReport> {
+  const range = { since: period.since, until: period.until };
+  const byModel = await source.summary(orgId, { ...range, by: "model" });
+  const byKey = await source.summary(orgId, { ...range, by: "key" });
+  const byDay = await source.summary(orgId, { ...range, by: "day" });
+  const models = byModel.groups.map((g) => g.key);
+  const dayIndex = new Map(period.days.map((day, i) => [day, i]));
+  const series = models.map((model) => ({ model, values: period.days.map(() => 0) }));
+  const only = series[0];
+  if (series.length === 1 && only !== undefined) {
+    for (const group of byDay.groups) {
+      const i = dayIndex.get(group.key);
+      if (i !== undefined) only.values[i] = group.total_tokens;
+    }
+  } else if (series.length > 1) {
+    for (const group of byDay.groups) {
+      const i = dayIndex.get(group.key);
+      const dayStart = parseDay(group.key);
+      if (i === undefined || dayStart === undefined) continue;
+      const since = new Date(Math.max(dayStart.getTime(), period.since.getTime()));
+      const dayEnd = new Date(dayStart.getTime() + DAY_MS);
+      const until = period.until === undefined || period.until > dayEnd ? dayEnd : period.until;
+      const day = await source.summary(orgId, { since, until, by: "model" });
+      for (const g of day.groups) {
+        const s = series.find((x) => x.model === g.key);
+        if (s !== undefined) s.values[i] = g.total_tokens;
+      }
+    }
+  }
+  return {
+    totals: byModel.totals,
+    byModel: byModel.groups,
+    byKey: byKey.groups,
+    tokensByModelAndDay: series,
+  };
+}
+
+export function registerUsage(app: Hono<DashboardEnv>, deps: DashboardDeps): void {
+  app.get("/usage", async (c) => {
+    const auth = c.get("auth");
+    const source = deps.usage;
+    if (source === undefined) {
+      return usagePage(c, { kind: "unavailable" }, 503);
+    }
+    const parsed = parseUsagePeriod(
+      { period: c.req.query("period"), since: c.req.query("since"), until: c.req.query("until") },
+      Date.now(),
+    );
+    if (!parsed.ok) return usagePage(c, { kind: "invalid", message: parsed.message, form: parsed.form }, 400);
+    const [report, keys] = await Promise.all([
+      loadUsageReport(source, auth.org.orgId, parsed.period),
+      deps.tenancy.listKeys(auth.org.orgName),
+    ]);
+    const keyNames = new Map(keys.map((k) => [k.id, { name: k.name, short: `sk-…${k.last4}` }]));
+    return usagePage(c, { kind: "report", period: parsed.period, report, keyNames });
+  });
+}
+
+type UsageView =
+  | { kind: "unavailable" }
+  | { kind: "invalid"; message: string; form: PeriodForm }
+  | {
+      kind: "report";
+      period: UsagePeriod;
+      report: UsageReport;
+      keyNames: Map<string, { name: string | null; short: string }>;
+    };
+
+function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 | 503 = 200) {
+  const auth = c.get("auth");
+  const form: PeriodForm =
+    view.kind === "report"
+      ? { period: view.period.id, since: view.period.sinceDate, until: view.period.untilDate }
+      : view.kind === "invalid"
+        ? view.form
+        : { period: DEFAULT_PERIOD, since: "", until: "" };
+  return renderPage(
+    c,
+    { title: "Usage", active: "usage", status },
+    <>
+      <h1>Usage</h1>
+      <p class="hint">
+        Requests and tokens of <strong>{auth.org.orgName}</strong>, counted when each request ends. Days are
+        UTC days.
+      </p>
+      <PeriodSelector auth={auth} form={form} />
+      {view.kind === "unavailable" ? (
+        <Notice kind="error">Usage is not recorded by this server, so there is nothing to show.</Notice>
+      ) : view.kind === "invalid" ? (
+        <Notice kind="error">{view.message} Nothing is shown until the period is valid.</Notice>
+      ) : (
+        <Report period={view.period} report={view.report} keyNames={view.keyNames} />
+      )}
+    </>,
+  );
+}
+
+const PeriodSelector = ({ auth, form }: { auth: DashboardAuth; form: PeriodForm }) => (
+  <form method="get" action={`${auth.base}/usage`} class="card" aria-label="Period">
+    {auth.memberships.length > 1 ? <input type="hidden" name="org" value={auth.org.orgName} /> : null}
+    <div class="actions">
+      <div class="field">
+        <label for="usage-period">Period</label>
+        <select id="usage-period" name="period">
+          {USAGE_PERIODS.map((p) => (
+            <option value={p.id} selected={p.id === form.period}>
+              {p.label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <DateField name="since" label="From" value={form.since} />
+      <DateField name="until" label="To" value={form.until} />
+    </div>
+    <p class="hint" id="usage-dates-hint">
+      From and To (UTC days, both included) apply when the period is “Between dates”.
+    </p>
+    <div class="actions">
+      <button type="submit">Show usage</button>
+    </div>
+  </form>
+);
+
+const DateField = ({ name, label, value }: { name: string; label: string; value: string }) => (
+  <div class="field">
+    <label for={`usage-${name}`}>{label}</label>
+    <input id={`usage-${name}`} name={name} type="date" value={value} aria-describedby="usage-dates-hint" />
+  </div>
+);
+
+const Report = ({
+  period,
+  report,
+  keyNames,
+}: {
+  period: UsagePeriod;
+  report: UsageReport;
+  keyNames: Map<string, { name: string | null; short: string }>;
+}) => {
+  const { totals } = report;
+  const chartDescription =
+    totals.requests === 0
+      ? `No requests ${period.description}.`
+      : `${formatNumber(totals.total_tokens)} tokens in ${formatNumber(totals.requests)} requests ${period.description}, ` +
+        `stacked by model over ${period.days.length} day${period.days.length === 1 ? "" : "s"}; ` +
+        "the table below the chart has every value.";
+  const usedDays = period.days.filter((_, i) =>
+    report.tokensByModelAndDay.some((s) => (s.values[i] ?? 0) > 0),
+  );
+  return (
+    <>
+      <section aria-labelledby="usage-totals">
+        <h2 id="usage-totals">Totals {period.description}</h2>
+        <TotalsTable totals={totals} />
+      </section>
+      <section aria-labelledby="usage-chart-heading">
+        <h2 id="usage-chart-heading">Tokens per day and model</h2>
+        <div class="card">
+          {raw(
+            stackedBarChart({
+              id: "usage-chart",
+              title: "Tokens per day and model",
+              description: chartDescription,
+              categories: period.days.map((d) => d.slice(5)),
+              series: report.tokensByModelAndDay.map((s) => ({ name: s.model, values: s.values })),
+              unit: "tokens",
+              emptyText: "No tokens in this period",
+            }),
+          )}
+        </div>
+        {usedDays.length === 0 ? null : (
+          <details>
+            <summary>The chart's data as a table</summary>
+            <div class="table-wrap">
+              <table>
+                <caption class="hint">Tokens per day and model (days without requests are left out)</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Day (UTC)</th>
+                    {report.tokensByModelAndDay.map((s, i) => (
+                      <th scope="col">
+                        <span aria-hidden="true">{raw(swatch(i))}</span> {s.model}
+                      </th>
+                    ))}
+                  </tr>
+                </thead>
+                <tbody>
+                  {usedDays.map((day) => {
+                    const i = period.days.indexOf(day);
+                    return (
+                      <tr>
+                        <th scope="row">{day}</th>
+                        {report.tokensByModelAndDay.map((s) => (
+                          <td>{formatNumber(s.values[i] ?? 0)}</td>
+                        ))}
+                      </tr>
+                    );
+                  })}
+                </tbody>
+              </table>
+            </div>
+          </details>
+        )}
+      </section>
+      <section aria-labelledby="usage-models">
+        <h2 id="usage-models">By model</h2>
+        <GroupTable
+          caption="Usage per model"
+          first="Model"
+          groups={report.byModel}
+          totals={totals}
+          label={(g) => <code>{g.key}</code>}
+        />
+      </section>
+      <section aria-labelledby="usage-keys">
+        <h2 id="usage-keys">By API key</h2>
+        <GroupTable
+          caption="Usage per API key (keys without requests in this period are left out)"
+          first="API key"
+          groups={report.byKey}
+          totals={totals}
+          label={(g) => {
+            const key = keyNames.get(g.key);
+            if (key === undefined) return <code>{g.key}</code>;
+            return (
+              <>
+                {key.name === null ? <span class="empty">(no name)</span> : key.name} <code>{key.short}</code>
+              </>
+            );
+          }}
+        />
+      </section>
+    </>
+  );
+};
+
+const TotalsTable = ({ totals }: { totals: UsageTotals }) => (
+  <div class="table-wrap">
+    <table>
+      <caption class="hint">Totals for the period</caption>
+      <tbody>
+        {TOTAL_ROWS.map(([label, field]) => (
+          <tr>
+            <th scope="row">{label}</th>
+            <td data-total={field}>{formatNumber(totals[field])}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  </div>
+);
+
+const TOTAL_ROWS = [
+  ["Requests", "requests"],
+  ["Prompt tokens", "prompt_tokens"],
+  ["Completion tokens", "completion_tokens"],
+  ["Reasoning tokens (part of completion)", "reasoning_tokens"],
+  ["Cached prompt tokens (part of prompt)", "cached_tokens"],
+  ["Total tokens", "total_tokens"],
+  ["Aborted by the client", "aborted"],
+  ["Failed after admission", "errors"],
+] as const satisfies readonly (readonly [string, keyof UsageTotals])[];
+
+const GROUP_COLUMNS = [
+  ["Requests", "requests"],
+  ["Prompt tokens", "prompt_tokens"],
+  ["Completion tokens", "completion_tokens"],
+  ["Reasoning tokens", "reasoning_tokens"],
+  ["Total tokens", "total_tokens"],
+] as const satisfies readonly (readonly [string, keyof UsageTotals])[];
+
+const GroupTable = ({
+  caption,
+  first,
+  groups,
+  totals,
+  label,
+}: {
+  caption: string;
+  first: string;
+  groups: UsageGroup[];
+  totals: UsageTotals;
+  label: (g: UsageGroup) => unknown;
+}) =>
+  groups.length === 0 ? (
+    <p class="empty">No requests in this period.</p>
+  ) : (
+    <div class="table-wrap">
+      <table>
+        <caption class="hint">{caption}</caption>
+        <thead>
+          <tr>
+            <th scope="col">{first}</th>
+            {GROUP_COLUMNS.map(([title]) => (
+              <th scope="col">{title}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {groups.map((g) => (
+            <tr>
+              <th scope="row">{label(g)}</th>
+              {GROUP_COLUMNS.map(([, field]) => (
+                <td>{formatNumber(g[field])}</td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+        <tfoot>
+          <tr>
+            <th scope="row">Total</th>
+            {GROUP_COLUMNS.map(([, field]) => (
+              <td>
+                <strong>{formatNumber(totals[field])}</strong>
+              </td>
+            ))}
+          </tr>
+        </tfoot>
+      </table>
+    </div>
+  );
+
+/** A 12×12 colour square matching the chart's legend. */
+function swatch(index: number): string {
+  return `<svg width="12" height="12" viewBox="0 0 12 12" focusable="false"><rect width="12" height="12" fill="${colorOf(index)}"/></svg>`;
+}
+
+function parseDay(text: string): Date | undefined {
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(text)) return undefined;
+  const date = new Date(`${text}T00:00:00Z`);
+  // Rejects 2031-02-30 and the like, which Date would roll over into March.
+  return Number.isNaN(date.getTime()) || isoDay(date) !== text ? undefined : date;
+}
+
+function isoDay(date: Date): string {
+  return date.toISOString().slice(0, 10);
+}
+
+/** UTC days from the day of `first` to the day of `last`, both included. */
+function daysBetween(first: Date, last: Date): string[] {
+  const days: string[] = [];
+  for (let t = Date.parse(`${isoDay(first)}T00:00:00Z`); t <= last.getTime(); t += DAY_MS) {
+    days.push(isoDay(new Date(t)));
+  }
+  return days;
+}
