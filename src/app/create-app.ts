@@ -85,7 +85,17 @@ export function createApp(services: Services): Hono<AppEnv> {
     "/admin/v1",
     createAdminApp(services.tenancy, services.adminToken, { usage: services.usageQueries }),
   );
-  app.route("/dashboard", createDashboardApp({ tenancy: services.tenancy, logger }));
+  app.route(
+    "/dashboard",
+    createDashboardApp({
+      tenancy: services.tenancy,
+      logger,
+      usage: services.usageQueries,
+      limiter: services.limiter,
+      models: () => services.engine.listModels(),
+      adminToken: services.adminToken,
+    }),
+  );
 
   app.notFound((c) => {
     const error = new NotFoundError(`Unknown request URL: ${c.req.method} ${c.req.path}.`, "unknown_url");
