@@ -48,6 +48,8 @@ describe.each(STORE_BACKENDS)("tenancy store on %s", (_name, makeBackend) => {
       "memberships",
       "model_grants",
       "organizations",
+      "sessions",
+      "usage_records",
       "users",
     ]);
   });
@@ -144,10 +146,25 @@ describe.each(STORE_BACKENDS)("tenancy store on %s", (_name, makeBackend) => {
     await expect(tenancy.createKey("nope")).rejects.toBeInstanceOf(OrgNotFoundError);
   });
 
+  it("gives principals the org's limits, and a limit change reaches cached principals at once", async () => {
+    const created = await tenancy.createKey("acme");
+    expect(await tenancy.verifyKey(created.key)).toMatchObject({ rpm: null, tpm: null });
+    await tenancy.setLimits("acme", { rpm: 7, tpm: 900 });
+    expect(await tenancy.verifyKey(created.key)).toMatchObject({ rpm: 7, tpm: 900 });
+    await tenancy.setLimits("acme", { rpm: 0, tpm: 0 });
+    expect(await tenancy.verifyKey(created.key)).toMatchObject({ rpm: null, tpm: null });
+  });
+
   it("verifies keys to their org and records last use (written at the next flush)", async () => {
     const created = await tenancy.createKey("acme");
     const principal = await tenancy.verifyKey(created.key);
-    expect(principal).toEqual({ orgId: created.orgId, orgName: "acme", keyId: created.id });
+    expect(principal).toEqual({
+      orgId: created.orgId,
+      orgName: "acme",
+      keyId: created.id,
+      rpm: null,
+      tpm: null,
+    });
     await tenancy.flush();
     const [row] = await store.db.select().from(apiKeys).where(eq(apiKeys.id, created.id));
     expect(row?.lastUsedAt?.getTime()).toBe(clock);
