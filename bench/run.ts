@@ -14,6 +14,7 @@ import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
 import { benchKeyVerify } from "./key-verify.js";
 import { type BenchOptions, readBenchOptions } from "./options.js";
+import { benchOverload } from "./overload.js";
 import {
   type BatchingStats,
   type BenchReport,
@@ -242,6 +243,11 @@ async function main(): Promise<void> {
   if (options.phases.includes("grammar")) {
     log("grammar cost");
     extra += `\n## Grammar cost (structured output)\n\n${await benchGrammarCost()}\n`;
+  }
+  if (options.phases.includes("overload")) {
+    log("overload: 503 latency");
+    const overload = await benchOverload({ seconds: options.seconds, model: modelId });
+    extra += `\n## Overload (refusal latency)\n\n${overload}\n`;
   }
   process.stdout.write(`\n${renderMarkdown(report)}${extra}`);
   const written = await writeReport(report, RESULTS_DIR, extra);
