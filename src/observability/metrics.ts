@@ -75,7 +75,7 @@ export class Metrics {
     });
     this.overloaded = new Counter({
       name: "hearth_overloaded_total",
-      help: "Requests refused with 503 engine_overloaded (queue full, queue timeout, draining).",
+      help: "Requests refused with 503 engine_overloaded (queue full, queue timeout, loading, draining).",
       registers,
     });
     const loadGauge = (name: string, help: string, read: (l: ModelLoadRow) => number) =>
