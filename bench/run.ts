@@ -13,6 +13,7 @@ import { engineTarget } from "./engine-target.js";
 import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
 import { benchKeyVerify } from "./key-verify.js";
+import { benchLimits } from "./limits.js";
 import { type BenchOptions, readBenchOptions } from "./options.js";
 import { benchOverload } from "./overload.js";
 import {
@@ -243,6 +244,10 @@ async function main(): Promise<void> {
   if (options.phases.includes("grammar")) {
     log("grammar cost");
     extra += `\n## Grammar cost (structured output)\n\n${await benchGrammarCost()}\n`;
+  }
+  if (options.phases.includes("limits")) {
+    log("rate limiter overhead");
+    extra += `\n## Rate limiter overhead (admit + settle)\n\n${await benchLimits()}\n`;
   }
   if (options.phases.includes("overload")) {
     log("overload: 503 latency");
