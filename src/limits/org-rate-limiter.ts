@@ -60,10 +60,9 @@ export class OrgRateLimiter implements RateLimiter {
     }
     const keys = keysOf(subject);
     // Both windows are charged at once; a window over its limit gives both charges back, so a refusal consumes nothing.
-    const [requests, tokensCharge] = await bothOrNeither(
-      rpm === undefined ? undefined : () => this.charge(keys.requests, 1),
-      tpm === undefined ? undefined : () => this.charge(keys.tokens, points),
-      (charge) => this.giveBack(charge, charge.points),
+    const [requests, tokensCharge] = await this.chargeBoth(
+      rpm === undefined ? undefined : [keys.requests, 1],
+      tpm === undefined ? undefined : [keys.tokens, points],
     );
     const overRequests = rpm !== undefined && requests !== undefined && requests.count.consumed > rpm;
     const overTokens = tpm !== undefined && tokensCharge !== undefined && tokensCharge.count.consumed > tpm;
@@ -125,6 +124,24 @@ export class OrgRateLimiter implements RateLimiter {
   /** Gives back what one admission charged. Never rejects. */
   private async refund(charges: (Charge | undefined)[]): Promise<void> {
     await Promise.all(charges.map((c) => (c === undefined ? undefined : this.giveBack(c, c.points))));
+  }
+
+  /**
+   * Charges both windows concurrently (absent = unlimited). If one charge fails (a store error with no stand-in),
+   * the other is given back and the error thrown: admission never leaves half a charge behind.
+   */
+  private async chargeBoth(
+    ...windows: [[string, number] | undefined, [string, number] | undefined]
+  ): Promise<[Charge | undefined, Charge | undefined]> {
+    const [a, b] = await Promise.allSettled(
+      windows.map((w) => (w === undefined ? undefined : this.charge(w[0], w[1]))),
+    );
+    if (a?.status === "fulfilled" && b?.status === "fulfilled") return [a.value, b.value];
+    const charged = [a, b].flatMap((r) =>
+      r?.status === "fulfilled" && r.value !== undefined ? [r.value] : [],
+    );
+    await this.refund(charged);
+    throw [a, b].find((r) => r?.status === "rejected")?.reason;
   }
 
   private async charge(key: string, points: number): Promise<Charge> {
@@ -218,22 +235,4 @@ function refusal(
       `Requested ${requested}. Please try again in ${formatDuration(retryAfterMs)}.`,
     { retryAfterMs, headers: rateLimitHeaders(snapshot) },
   );
-}
-
-/**
- * Runs both charges concurrently. If one fails (a store error with no stand-in), the other is given back and the
- * error is thrown, so admission never leaves half a charge behind.
- */
-async function bothOrNeither<A, B>(
-  first: (() => Promise<A>) | undefined,
-  second: (() => Promise<B>) | undefined,
-  undo: (done: A | B) => Promise<void>,
-): Promise<[A | undefined, B | undefined]> {
-  const [a, b] = await Promise.allSettled([first?.(), second?.()]);
-  if (a.status === "fulfilled" && b.status === "fulfilled") return [a.value, b.value];
-  await Promise.all([
-    a.status === "fulfilled" && a.value !== undefined ? undo(a.value) : undefined,
-    b.status === "fulfilled" && b.value !== undefined ? undo(b.value) : undefined,
-  ]);
-  throw a.status === "rejected" ? a.reason : (b as PromiseRejectedResult).reason;
 }
