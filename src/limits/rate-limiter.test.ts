@@ -63,24 +63,15 @@ afterAll(async () => {
 });
 
 type Options = Partial<RateLimiterOptions>;
+const memoryLimiter = (options: Options = {}) =>
+  track(createRateLimiter({ redisUrl: undefined, logger: createLogger("silent"), ...options }));
+const redisLimiter = (options: Options = {}) =>
+  track(
+    createRateLimiter({ redisUrl: REDIS_URL, logger: createLogger("silent"), keyPrefix: PREFIX, ...options }),
+  );
 const BACKENDS: [string, (options?: Options) => RateLimiter][] = [
-  [
-    "memory",
-    (options = {}) =>
-      track(createRateLimiter({ redisUrl: undefined, logger: createLogger("silent"), ...options })),
-  ],
-  [
-    "Redis",
-    (options = {}) =>
-      track(
-        createRateLimiter({
-          redisUrl: REDIS_URL,
-          logger: createLogger("silent"),
-          keyPrefix: PREFIX,
-          ...options,
-        }),
-      ),
-  ],
+  ["memory", memoryLimiter],
+  ["Redis", redisLimiter],
 ];
 
 function track(limiter: RateLimiter): RateLimiter {
@@ -128,18 +119,6 @@ describe.each(BACKENDS)("rate limiter (%s)", (backend, make) => {
     const snap = await l.snapshot(org);
     expect(snap.requests).toMatchObject({ limit: 20, remaining: 0 });
     expect(snap.tokens).toBeUndefined();
-  });
-
-  it("shares one count between two limiter instances on the same store (replicas)", async () => {
-    if (backend === "memory") return; // memory counts are per process by design
-    const a = await limiter();
-    const b = await limiter();
-    const org = subject({ rpm: 15, tpm: 10_000 });
-    const results = await Promise.allSettled(
-      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).admit(org, 10)),
-    );
-    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(15);
-    expect((await a.snapshot(org)).tokens).toMatchObject({ remaining: 10_000 - 150 });
   });
 
   it("refuses with OpenAI's 429 body and headers, consuming nothing", async () => {
@@ -276,6 +255,19 @@ describe.each(BACKENDS)("rate limiter (%s)", (backend, make) => {
     expect(next.snapshot.tokens).toMatchObject({ remaining: 70 });
     await admission.settle(10); // its window is gone: no credit of 70 in the new one
     expect((await l.snapshot(org)).tokens).toMatchObject({ remaining: 70 });
+  });
+});
+
+describe("rate limiter (Redis, two instances as two replicas)", () => {
+  it("shares one count between the instances", async () => {
+    const [a, b] = await Promise.all([connected(redisLimiter()), connected(redisLimiter())]);
+    const org = subject({ rpm: 15, tpm: 10_000 });
+    const results = await Promise.allSettled(
+      Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).admit(org, 10)),
+    );
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(15);
+    expect((await a.snapshot(org)).tokens).toMatchObject({ remaining: 10_000 - 150 });
+    expect((await b.snapshot(org)).requests).toMatchObject({ remaining: 0 });
   });
 });
 
