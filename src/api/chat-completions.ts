@@ -47,8 +47,10 @@ export async function chatCompletions(c: Context<AppEnv>, services: Services): P
     cacheScope: principal.orgId,
     signal: abort.signal,
     // Rate limits are charged once the prompt's size is known and before the engine queues the request.
+    // Without max_tokens the budget is the rest of the context: an upper bound, lowered to the TPM limit if need be.
     admit: async (promptTokens, maxTokens) => {
-      admission = await services.limiter.admit(principal, promptTokens + maxTokens);
+      const bound = parsed.sampling.maxTokens === undefined ? { minTokens: promptTokens } : {};
+      admission = await services.limiter.admit(principal, promptTokens + maxTokens, bound);
     },
     ...(parsed.output === undefined ? {} : { output: parsed.output }),
   };

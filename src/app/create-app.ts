@@ -68,7 +68,7 @@ export function createApp(services: Services): Hono<AppEnv> {
       return;
     try {
       const snapshot = await services.limiter.snapshot(c.get("principal"));
-      for (const [name, value] of Object.entries(rateLimitHeaders(snapshot))) c.res.headers.set(name, value);
+      for (const [name, value] of Object.entries(rateLimitHeaders(snapshot))) c.header(name, value);
     } catch (err) {
       // Headers are advisory: a limiter that cannot answer must not turn a served response into an error.
       logger.warn({ err, requestId: c.get("requestId") }, "reading the rate-limit state failed");
