@@ -309,8 +309,10 @@ export function parseLimit(text: string, name: "RPM" | "TPM"): LimitParse {
 
 export function limitsInWords(org: Pick<Org, "rpm" | "tpm">): string {
   const one = (value: number | null, unit: string) =>
-    value === null ? `unlimited ${unit} per minute` : `${formatNumber(value)} ${unit} per minute`;
-  return `${one(org.rpm, "requests")}, ${one(org.tpm, "tokens")}`;
+    value === null
+      ? `unlimited ${unit}s per minute`
+      : `${formatNumber(value)} ${unit}${value === 1 ? "" : "s"} per minute`;
+  return `${one(org.rpm, "request")}, ${one(org.tpm, "token")}`;
 }
 
 function limitValue(value: number | null): string {

@@ -50,9 +50,10 @@ export function registerModels(app: Hono<DashboardEnv>, deps: DashboardDeps): vo
               <tbody>
                 {models.map((m) => (
                   <tr data-model={m.id}>
-                    <th scope="row">
+                    {/* td, not th: the stylesheet capitalises th, and model ids are case-sensitive. */}
+                    <td>
                       <code>{m.id}</code>
-                    </th>
+                    </td>
                     <td>{formatNumber(m.contextSize)} tokens</td>
                   </tr>
                 ))}

@@ -206,7 +206,7 @@ type UsageView =
       kind: "report";
       period: UsagePeriod;
       report: UsageReport;
-      keyNames: Map<string, { name: string | null; short: string }>;
+      keyNames: Map<string, KeyName>;
     };
 
 function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 | 503 = 200) {
@@ -239,28 +239,28 @@ function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 
 }
 
 const PeriodSelector = ({ auth, form }: { auth: DashboardAuth; form: PeriodForm }) => (
-  <form method="get" action={`${auth.base}/usage`} class="card" aria-label="Period">
+  <form method="get" action={`${auth.base}/usage`} aria-label="Choose the period">
     {auth.memberships.length > 1 ? <input type="hidden" name="org" value={auth.org.orgName} /> : null}
-    <div class="actions">
-      <div class="field">
-        <label for="usage-period">Period</label>
-        <select id="usage-period" name="period">
-          {USAGE_PERIODS.map((p) => (
-            <option value={p.id} selected={p.id === form.period}>
-              {p.label}
-            </option>
-          ))}
-        </select>
+    <div class="head">
+      <div class="actions">
+        <div class="field">
+          <label for="usage-period">Period</label>
+          <select id="usage-period" name="period">
+            {USAGE_PERIODS.map((p) => (
+              <option value={p.id} selected={p.id === form.period}>
+                {p.label}
+              </option>
+            ))}
+          </select>
+        </div>
+        <DateField name="since" label="From" value={form.since} />
+        <DateField name="until" label="To" value={form.until} />
       </div>
-      <DateField name="since" label="From" value={form.since} />
-      <DateField name="until" label="To" value={form.until} />
+      <button type="submit">Show usage</button>
     </div>
     <p class="hint" id="usage-dates-hint">
       From and To (UTC days, both included) apply when the period is “Between dates”.
     </p>
-    <div class="actions">
-      <button type="submit">Show usage</button>
-    </div>
   </form>
 );
 
@@ -271,6 +271,11 @@ const DateField = ({ name, label, value }: { name: string; label: string; value:
   </div>
 );
 
+interface KeyName {
+  name: string | null;
+  short: string;
+}
+
 const Report = ({
   period,
   report,
@@ -278,24 +283,17 @@ const Report = ({
 }: {
   period: UsagePeriod;
   report: UsageReport;
-  keyNames: Map<string, { name: string | null; short: string }>;
+  keyNames: Map<string, KeyName>;
 }) => {
   const { totals } = report;
+  const days = period.days.length;
   const chartDescription =
     totals.requests === 0
       ? `No requests ${period.description}.`
       : `${formatNumber(totals.total_tokens)} tokens in ${formatNumber(totals.requests)} requests ${period.description}, ` +
-        `stacked by model over ${period.days.length} day${period.days.length === 1 ? "" : "s"}; ` +
-        "the table below the chart has every value.";
-  const usedDays = period.days.filter((_, i) =>
-    report.tokensByModelAndDay.some((s) => (s.values[i] ?? 0) > 0),
-  );
+        `stacked by model over ${days} day${days === 1 ? "" : "s"}; the table after the chart has every value.`;
   return (
     <>
-      <section aria-labelledby="usage-totals">
-        <h2 id="usage-totals">Totals {period.description}</h2>
-        <TotalsTable totals={totals} />
-      </section>
       <section aria-labelledby="usage-chart-heading">
         <h2 id="usage-chart-heading">Tokens per day and model</h2>
         <div class="card">
@@ -311,39 +309,11 @@ const Report = ({
             }),
           )}
         </div>
-        {usedDays.length === 0 ? null : (
-          <details>
-            <summary>The chart's data as a table</summary>
-            <div class="table-wrap">
-              <table>
-                <caption class="hint">Tokens per day and model (days without requests are left out)</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Day (UTC)</th>
-                    {report.tokensByModelAndDay.map((s, i) => (
-                      <th scope="col">
-                        <span aria-hidden="true">{raw(swatch(i))}</span> {s.model}
-                      </th>
-                    ))}
-                  </tr>
-                </thead>
-                <tbody>
-                  {usedDays.map((day) => {
-                    const i = period.days.indexOf(day);
-                    return (
-                      <tr>
-                        <th scope="row">{day}</th>
-                        {report.tokensByModelAndDay.map((s) => (
-                          <td>{formatNumber(s.values[i] ?? 0)}</td>
-                        ))}
-                      </tr>
-                    );
-                  })}
-                </tbody>
-              </table>
-            </div>
-          </details>
-        )}
+        <ChartData period={period} report={report} />
+      </section>
+      <section aria-labelledby="usage-totals">
+        <h2 id="usage-totals">Totals {period.description}</h2>
+        <TotalsTable totals={totals} />
       </section>
       <section aria-labelledby="usage-models">
         <h2 id="usage-models">By model</h2>
@@ -362,55 +332,98 @@ const Report = ({
           first="API key"
           groups={report.byKey}
           totals={totals}
-          label={(g) => {
-            const key = keyNames.get(g.key);
-            if (key === undefined) return <code>{g.key}</code>;
-            return (
-              <>
-                {key.name === null ? <span class="empty">(no name)</span> : key.name} <code>{key.short}</code>
-              </>
-            );
-          }}
+          label={(g) => <KeyLabel id={g.key} known={keyNames.get(g.key)} />}
         />
       </section>
     </>
   );
 };
 
+const KeyLabel = ({ id, known }: { id: string; known: KeyName | undefined }) =>
+  known === undefined ? (
+    <code>{id}</code>
+  ) : (
+    <>
+      {known.name === null ? <span class="empty">(no name)</span> : known.name} <code>{known.short}</code>
+    </>
+  );
+
+// One row per day and model with tokens: the chart's every value, in the order a screen reader reads best.
+// (Names sit in td cells: the stylesheet capitalises th, and model ids are case-sensitive.)
+const ChartData = ({ period, report }: { period: UsagePeriod; report: UsageReport }) => {
+  const rows = period.days.flatMap((day, i) =>
+    report.tokensByModelAndDay
+      .map((s, j) => ({ day, model: s.model, color: j, tokens: s.values[i] ?? 0 }))
+      .filter((r) => r.tokens > 0),
+  );
+  if (rows.length === 0) return null;
+  return (
+    <details>
+      <summary>The chart's data as a table</summary>
+      <div class="table-wrap">
+        <table>
+          <caption class="hint">Tokens per day and model (days without requests are left out)</caption>
+          <thead>
+            <tr>
+              <th scope="col">Day (UTC)</th>
+              <th scope="col">Model</th>
+              <th scope="col">Tokens</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((r) => (
+              <tr data-day={r.day} data-model={r.model}>
+                <td>{r.day}</td>
+                <td>
+                  <span aria-hidden="true">{raw(swatch(r.color))}</span> <code>{r.model}</code>
+                </td>
+                <td>{formatNumber(r.tokens)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </details>
+  );
+};
+
+const TOTAL_COLUMNS = [
+  ["Requests", "requests"],
+  ["Prompt tokens", "prompt_tokens"],
+  ["Completion tokens", "completion_tokens"],
+  ["Reasoning tokens", "reasoning_tokens"],
+  ["Cached prompt tokens", "cached_tokens"],
+  ["Total tokens", "total_tokens"],
+  ["Aborted", "aborted"],
+  ["Failed", "errors"],
+] as const satisfies readonly (readonly [string, keyof UsageTotals])[];
+
 const TotalsTable = ({ totals }: { totals: UsageTotals }) => (
   <div class="table-wrap">
     <table>
-      <caption class="hint">Totals for the period</caption>
+      <caption class="hint">
+        Reasoning tokens are part of the completion tokens, cached tokens part of the prompt tokens. Aborted:
+        the client left before the end; failed: an error after the request was admitted.
+      </caption>
+      <thead>
+        <tr>
+          {TOTAL_COLUMNS.map(([title]) => (
+            <th scope="col">{title}</th>
+          ))}
+        </tr>
+      </thead>
       <tbody>
-        {TOTAL_ROWS.map(([label, field]) => (
-          <tr>
-            <th scope="row">{label}</th>
+        <tr>
+          {TOTAL_COLUMNS.map(([, field]) => (
             <td data-total={field}>{formatNumber(totals[field])}</td>
-          </tr>
-        ))}
+          ))}
+        </tr>
       </tbody>
     </table>
   </div>
 );
 
-const TOTAL_ROWS = [
-  ["Requests", "requests"],
-  ["Prompt tokens", "prompt_tokens"],
-  ["Completion tokens", "completion_tokens"],
-  ["Reasoning tokens (part of completion)", "reasoning_tokens"],
-  ["Cached prompt tokens (part of prompt)", "cached_tokens"],
-  ["Total tokens", "total_tokens"],
-  ["Aborted by the client", "aborted"],
-  ["Failed after admission", "errors"],
-] as const satisfies readonly (readonly [string, keyof UsageTotals])[];
-
-const GROUP_COLUMNS = [
-  ["Requests", "requests"],
-  ["Prompt tokens", "prompt_tokens"],
-  ["Completion tokens", "completion_tokens"],
-  ["Reasoning tokens", "reasoning_tokens"],
-  ["Total tokens", "total_tokens"],
-] as const satisfies readonly (readonly [string, keyof UsageTotals])[];
+const GROUP_COLUMNS = TOTAL_COLUMNS.slice(0, 6);
 
 const GroupTable = ({
   caption,
@@ -442,7 +455,7 @@ const GroupTable = ({
         <tbody>
           {groups.map((g) => (
             <tr>
-              <th scope="row">{label(g)}</th>
+              <td>{label(g)}</td>
               {GROUP_COLUMNS.map(([, field]) => (
                 <td>{formatNumber(g[field])}</td>
               ))}
