@@ -64,7 +64,7 @@ describe("requireApiKey", () => {
     const key = await tenancy.createKey("acme");
     const result = await call(`Bearer ${key.key}`);
     expect(result.status).toBe(200);
-    expect(result.body).toEqual({ orgId: key.orgId, orgName: "acme", keyId: key.id });
+    expect(result.body).toEqual({ orgId: key.orgId, orgName: "acme", keyId: key.id, rpm: null, tpm: null });
     expect((await call(`bearer   ${key.key}  `)).status).toBe(200);
   });
 

