@@ -32,25 +32,34 @@ program
   .option("--port <port>", "port to listen on (default 8000)", integer)
   .option("--parallel <n>", "sequences decoded together per model", integer)
   .option("--max-queue <n>", "requests waiting for a free sequence per model", integer)
-  .action(async (options: { host?: string; port?: number; parallel?: number; maxQueue?: number }) => {
-    try {
-      const config = loadConfig({ configPath: program.opts().config, overrides: options });
-      const server = await startServer(config);
-      const stop = () => {
-        server.shutdown().then(
-          () => process.exit(0),
-          (err: unknown) => fail(err),
-        );
-      };
-      process.once("SIGTERM", stop);
-      process.once("SIGINT", stop);
-      server.engineReady.catch((err: unknown) => {
-        void server.shutdown().finally(() => fail(err));
-      });
-    } catch (err) {
-      fail(err);
-    }
-  });
+  .option("--queue-timeout-ms <ms>", "longest wait in the queue before a 503 (default 30000)", integer)
+  .action(
+    async (options: {
+      host?: string;
+      port?: number;
+      parallel?: number;
+      maxQueue?: number;
+      queueTimeoutMs?: number;
+    }) => {
+      try {
+        const config = loadConfig({ configPath: program.opts().config, overrides: options });
+        const server = await startServer(config);
+        const stop = () => {
+          server.shutdown().then(
+            () => process.exit(0),
+            (err: unknown) => fail(err),
+          );
+        };
+        process.once("SIGTERM", stop);
+        process.once("SIGINT", stop);
+        server.engineReady.catch((err: unknown) => {
+          void server.shutdown().finally(() => fail(err));
+        });
+      } catch (err) {
+        fail(err);
+      }
+    },
+  );
 
 registerModelsCommands(program, configFromGlobalOptions);
 registerAdminCommands(program, configFromGlobalOptions);
