@@ -17,7 +17,7 @@ import { createDashboardApp } from "./app.js";
 import { createOperatorThrottle } from "./operator/operator-session.js";
 import { parseLimit } from "./operator/orgs.js";
 import { durationInWords } from "./pages/limits.js";
-import { loadUsageReport, parseUsagePeriod } from "./pages/usage.js";
+import { loadUsageReport, parseUsagePeriod } from "./pages/usage-report.js";
 
 const FAST_SCRYPT = { N: 1 << 10, r: 8, p: 1 };
 const ADMIN_TOKEN = "hearth-admin-test-token-0123456789";
