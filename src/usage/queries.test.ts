@@ -129,6 +129,16 @@ describe.each(STORE_BACKENDS)("UsageQueries on %s", (_name, makeBackend) => {
     ]);
   });
 
+  it("filters by model: one chart series, by day", async () => {
+    const small = await queries.summary(ORG, { by: "day", model: "small" });
+    expect(small.groups.map((g) => [g.key, g.requests, g.total_tokens])).toEqual([
+      ["2030-03-02", 1, 17],
+      ["2030-03-04", 1, 30],
+    ]);
+    expect(small.totals.requests).toBe(2);
+    expect((await queries.summary(ORG, { model: "none" })).totals).toEqual(emptyUsageTotals());
+  });
+
   it("counts since inclusively and until exclusively", async () => {
     const midnight = new Date("2030-03-02T00:00:00.000Z");
     const before = await queries.summary(ORG, { until: midnight });

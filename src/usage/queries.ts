@@ -31,6 +31,8 @@ export interface UsageQuery {
   until?: Date | undefined;
   /** "day": UTC days `YYYY-MM-DD`; "model": model ids; "key": API key ids. Absent: no groups. */
   by?: UsageGroupBy | undefined;
+  /** Only this model's records (e.g. one chart series: by day for one model). */
+  model?: string | undefined;
 }
 
 export type UsageGroup = { key: string } & UsageTotals;
@@ -85,6 +87,7 @@ export class UsageQueries {
     const conditions = [eq(t.orgId, orgId)];
     if (q.since !== undefined) conditions.push(gte(t.at, q.since));
     if (q.until !== undefined) conditions.push(lt(t.at, q.until));
+    if (q.model !== undefined) conditions.push(eq(t.model, q.model));
     const where = and(...conditions);
     if (q.by === undefined) {
       const [row] = await this.db.select(TOTALS).from(t).where(where);

@@ -129,10 +129,7 @@ export interface UsageReport {
   tokensByModelAndDay: { model: string; values: number[] }[];
 }
 
-/**
- * Composes the report from UsageQueries.summary: by model, by key, by day, and (only when several models were
- * used) by model for each day that has records, each day clipped to the period.
- */
+/** Composes the report from UsageQueries.summary: by model, by key, and by day for each model used. */
 export async function loadUsageReport(
   source: UsageSource,
   orgId: string,
@@ -141,31 +138,18 @@ export async function loadUsageReport(
   const range = { since: period.since, until: period.until };
   const byModel = await source.summary(orgId, { ...range, by: "model" });
   const byKey = await source.summary(orgId, { ...range, by: "key" });
-  const byDay = await source.summary(orgId, { ...range, by: "day" });
-  const models = byModel.groups.map((g) => g.key);
   const dayIndex = new Map(period.days.map((day, i) => [day, i]));
-  const series = models.map((model) => ({ model, values: period.days.map(() => 0) }));
-  const only = series[0];
-  if (series.length === 1 && only !== undefined) {
-    for (const group of byDay.groups) {
-      const i = dayIndex.get(group.key);
-      if (i !== undefined) only.values[i] = group.total_tokens;
-    }
-  } else if (series.length > 1) {
-    for (const group of byDay.groups) {
-      const i = dayIndex.get(group.key);
-      const dayStart = parseDay(group.key);
-      if (i === undefined || dayStart === undefined) continue;
-      const since = new Date(Math.max(dayStart.getTime(), period.since.getTime()));
-      const dayEnd = new Date(dayStart.getTime() + DAY_MS);
-      const until = period.until === undefined || period.until > dayEnd ? dayEnd : period.until;
-      const day = await source.summary(orgId, { since, until, by: "model" });
-      for (const g of day.groups) {
-        const s = series.find((x) => x.model === g.key);
-        if (s !== undefined) s.values[i] = g.total_tokens;
+  const series = await Promise.all(
+    byModel.groups.map(async ({ key: model }) => {
+      const values = period.days.map(() => 0);
+      const byDay = await source.summary(orgId, { ...range, by: "day", model });
+      for (const group of byDay.groups) {
+        const i = dayIndex.get(group.key);
+        if (i !== undefined) values[i] = group.total_tokens;
       }
-    }
-  }
+      return { model, values };
+    }),
+  );
   return {
     totals: byModel.totals,
     byModel: byModel.groups,
