@@ -17,6 +17,7 @@ let store: Store;
 let engine: LlamaEngine;
 let app: ReturnType<typeof createApp>;
 let apiKey: string;
+let tenancy: TenancyService;
 
 beforeAll(async () => {
   dataDir = await dataDirWithPglite();
@@ -25,7 +26,7 @@ beforeAll(async () => {
   });
   store = await openStore({ dataDir, databaseUrl: undefined });
   const modelIds = config.models.map((m) => m.id);
-  const tenancy = new TenancyService(store.db, { keySecret: loadOrCreateKeySecret(config), modelIds });
+  tenancy = new TenancyService(store.db, { keySecret: loadOrCreateKeySecret(config), modelIds });
   apiKey = (await tenancy.bootstrap(modelIds))?.key ?? "";
   engine = new LlamaEngine({
     models: config.models.map((m) => ({ ...m, parallel: 2 })),
@@ -116,5 +117,105 @@ describe("routing errors", () => {
     });
     expect(response.status).toBe(400);
     expect(((await response.json()) as { error: { param: string } }).error.param).toBe("n");
+  });
+});
+
+/** A sample's value from the exposition text; labels must match exactly the ones given (in any order). */
+async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await app.request("/metrics")).text();
+  const wanted = Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .sort()
+    .join(",");
+  for (const line of text.split("\n")) {
+    const match = /^([a-z_:]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (match === null || match[1] !== name) continue;
+    const got = (match[2] ?? "").split(",").filter(Boolean).sort().join(",");
+    if (got === wanted) return Number(match[3]);
+  }
+  return 0;
+}
+
+describe("/metrics", () => {
+  const MODEL = "smollm2-135m-instruct";
+
+  it("counts what the responses reported: requests, tokens, first-token and inter-token latencies, 429s", async () => {
+    const before = {
+      ok: await metric("hearth_requests_total", { model: MODEL, status: "200" }),
+      prompt: await metric("hearth_prompt_tokens_total", { model: MODEL }),
+      completion: await metric("hearth_completion_tokens_total", { model: MODEL }),
+      cached: await metric("hearth_cached_prompt_tokens_total", { model: MODEL }),
+      ttft: await metric("hearth_time_to_first_token_seconds_count", { model: MODEL }),
+      itl: await metric("hearth_inter_token_latency_seconds_count", { model: MODEL }),
+    };
+    const body = {
+      model: MODEL,
+      messages: [
+        { role: "system", content: "You are a helpful assistant." },
+        { role: "user", content: "Count from one to twenty." },
+      ],
+      max_tokens: 12,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    };
+    const reported = { prompt: 0, completion: 0, cached: 0, deltas: 0 };
+    for (let i = 0; i < 2; i++) {
+      const response = await chat(body);
+      expect(response.status).toBe(200);
+      for (const line of (await response.text()).split("\n")) {
+        if (!line.startsWith("data: {")) continue;
+        const chunk = JSON.parse(line.slice(6)) as {
+          choices: { delta: { content?: string } }[];
+          usage?: {
+            prompt_tokens: number;
+            completion_tokens: number;
+            prompt_tokens_details: { cached_tokens: number };
+          } | null;
+        };
+        if (chunk.choices[0]?.delta.content) reported.deltas++;
+        if (chunk.usage) {
+          reported.prompt += chunk.usage.prompt_tokens;
+          reported.completion += chunk.usage.completion_tokens;
+          reported.cached += chunk.usage.prompt_tokens_details.cached_tokens;
+        }
+      }
+    }
+    // Metrics are recorded when the engine's events end, which may be just after the response's last byte.
+    for (let i = 0; i < 100; i++) {
+      if ((await metric("hearth_time_to_first_token_seconds_count", { model: MODEL })) === before.ttft + 2)
+        break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(reported.completion).toBeGreaterThan(0);
+    expect(reported.cached).toBeGreaterThan(0); // the second request reuses the first one's prompt
+    expect(await metric("hearth_requests_total", { model: MODEL, status: "200" })).toBe(before.ok + 2);
+    expect(await metric("hearth_prompt_tokens_total", { model: MODEL })).toBe(
+      before.prompt + reported.prompt,
+    );
+    expect(await metric("hearth_completion_tokens_total", { model: MODEL })).toBe(
+      before.completion + reported.completion,
+    );
+    expect(await metric("hearth_cached_prompt_tokens_total", { model: MODEL })).toBe(
+      before.cached + reported.cached,
+    );
+    expect(await metric("hearth_time_to_first_token_seconds_count", { model: MODEL })).toBe(before.ttft + 2);
+    // One gap between consecutive deltas of a stream: at least one per content chunk after the first.
+    expect(await metric("hearth_inter_token_latency_seconds_count", { model: MODEL })).toBeGreaterThanOrEqual(
+      before.itl + reported.deltas - 2,
+    );
+
+    const limitedBefore = await metric("hearth_rate_limited_total");
+    await tenancy.setLimits("default", { rpm: 1 });
+    try {
+      const statuses = [];
+      for (let i = 0; i < 2; i++)
+        statuses.push((await chat({ model: MODEL, messages: body.messages, max_tokens: 1 })).status);
+      expect(statuses).toEqual([200, 429]);
+      expect(await metric("hearth_rate_limited_total")).toBe(limitedBefore + 1);
+      expect(await metric("hearth_requests_total", { model: MODEL, status: "429" })).toBe(1);
+    } finally {
+      await tenancy.setLimits("default", { rpm: 0 });
+    }
   });
 });
