@@ -195,10 +195,14 @@ describe("usage records of chat completions", () => {
     ) as UsageTotals & {
       groups: ({ key: string } & UsageTotals)[];
     };
-    expect(byKey.groups).toEqual([
-      { key: reported.id, ...expectedReported },
-      { key: unreported.id, ...expectedUnreported },
-    ]);
+    // Groups come in the database's collation order of the (random) key ids: compare them in one order.
+    const byId = (a: { key: string }, b: { key: string }) => (a.key < b.key ? -1 : 1);
+    expect([...byKey.groups].sort(byId)).toEqual(
+      [
+        { key: reported.id, ...expectedReported },
+        { key: unreported.id, ...expectedUnreported },
+      ].sort(byId),
+    );
     const total = JSON.parse(await hearth("usage", "--org", "default", "--json")) as UsageTotals;
     expect(total).toMatchObject({
       requests: 6,
