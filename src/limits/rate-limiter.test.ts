@@ -287,6 +287,7 @@ async function startRedis(port: number): Promise<ChildProcess> {
     stdio: "ignore",
   });
   const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false });
+  probe.on("error", () => {}); // refused connections while the server starts are expected here
   for (let i = 0; i < 100; i++) {
     try {
       await probe.connect();
