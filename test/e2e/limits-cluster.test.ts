@@ -1,19 +1,17 @@
 // Two `hearth serve` replicas sharing one PostgreSQL and one Redis: an organization's requests per minute hold
 // exactly across both, whichever replica a request lands on.
-import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import { Redis } from "ioredis";
 import OpenAI, { type APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
+import {
+  hearthCli,
+  openaiClient,
+  type ServerProcess,
+  startServerProcess,
+} from "../support/server-process.js";
 import { type Backend, postgresBackend } from "../support/store-backends.js";
 
-const run = promisify(execFile);
-const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 const MODEL = "smollm2-135m-instruct";
 const REDIS_URL = process.env.HEARTH_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const RPM = 4;
@@ -22,53 +20,10 @@ const RPM = 4;
 let shared: Record<string, string>;
 let backend: Backend;
 let first: ServerProcess;
-let second: Replica;
-
-interface Replica {
-  url: string;
-  output(): string;
-  stop(): Promise<void>;
-}
-
-/**
- * A replica joining a store that is already set up: it prints no bootstrap key, so startServerProcess (which waits
- * for one) does not fit; this waits for the listening line and /health instead.
- */
-async function startReplica(env: Record<string, string>): Promise<Replica> {
-  const dataDir = mkdtempSync(join(tmpdir(), "hearth-replica-"));
-  const child: ChildProcess = spawn(process.execPath, [BIN, "serve", "--port", "0", "--parallel", "2"], {
-    env: { ...process.env, ...env, HEARTH_DATA_DIR: dataDir },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  const collect = (d: Buffer) => {
-    output += d.toString();
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const stop = async () => {
-    if (child.exitCode === null) child.kill("SIGTERM");
-    await exited;
-    rmSync(dataDir, { recursive: true, force: true });
-  };
-  const deadline = Date.now() + 170_000;
-  while (Date.now() < deadline && child.exitCode === null) {
-    const url = /"url":"(http:\/\/[^"]+)"/.exec(output)?.[1];
-    if (url !== undefined && (await fetch(`${url}/health`).catch(() => undefined))?.status === 200) {
-      return { url, output: () => output, stop };
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  await stop();
-  throw new Error(`the replica did not become healthy:\n${output}`);
-}
+let second: ServerProcess;
 
 async function hearth(...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [BIN, ...args], {
-    env: { ...process.env, ...shared, HEARTH_URL: first.url, HEARTH_DATA_DIR: first.dataDir },
-  });
-  return stdout;
+  return (await hearthCli(first, args, shared)).stdout;
 }
 
 beforeAll(async () => {
@@ -81,7 +36,7 @@ beforeAll(async () => {
   };
   // The first replica initialises the empty store (and prints its bootstrap key); the second joins it.
   first = await startServerProcess({ env: shared, args: ["--parallel", "2"] });
-  second = await startReplica(shared);
+  second = await startServerProcess({ env: shared, args: ["--parallel", "2"], bootstrap: false });
 });
 
 afterAll(async () => {
@@ -98,7 +53,7 @@ describe("limits across two replicas", () => {
     const orgs = JSON.parse(await hearth("orgs", "list", "--json")) as { id: string; name: string }[];
     const orgId = orgs.find((o) => o.name === "cluster-org")?.id;
     expect(orgId).toMatch(/^org_/);
-    const clients = [openaiClient(first, key), openaiClient({ url: second.url, apiKey: key })];
+    const clients = [openaiClient(first, key), openaiClient(second, key)];
     try {
       const results = await Promise.allSettled(
         Array.from({ length: 2 * RPM + 2 }, (_, i) =>

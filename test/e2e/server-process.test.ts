@@ -1,15 +1,16 @@
 // End to end with the real `hearth` binary: CLI keys against the running server, org model access, overload,
 // disconnects, keep-alive comments, and no secret in logs or the data dir.
-import { execFile } from "node:child_process";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
+import {
+  hearthCli,
+  openaiClient,
+  type ServerProcess,
+  startServerProcess,
+} from "../support/server-process.js";
 
-const run = promisify(execFile);
-const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 const MODEL = "smollm2-135m-instruct";
 let server: ServerProcess;
 const createdKeys: string[] = [];
@@ -32,9 +33,7 @@ afterAll(async () => {
 });
 
 async function hearth(...args: string[]) {
-  return run(process.execPath, [BIN, ...args], {
-    env: { ...process.env, HEARTH_URL: server.url, HEARTH_DATA_DIR: server.dataDir },
-  });
+  return hearthCli(server, args);
 }
 
 function clientFor(apiKey: string) {

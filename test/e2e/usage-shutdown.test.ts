@@ -1,16 +1,12 @@
 // SIGTERM with requests in flight: they finish, new requests get 503 during the drain, the process exits 0, and
 // after a restart on the same data dir every admitted request is in the usage totals.
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import type OpenAI from "openai";
 import { afterAll, describe, expect, it } from "vitest";
 import type { UsageTotals } from "../../src/usage/queries.js";
-import { openaiClient, startServerProcess } from "../support/server-process.js";
+import { hearthCli, openaiClient, startServerProcess } from "../support/server-process.js";
 
-const run = promisify(execFile);
-const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 const MODEL = "smollm2-135m-instruct";
 const STORY: OpenAI.ChatCompletionMessageParam[] = [
   { role: "user", content: "Write a very long story about a lighthouse keeper and the sea." },
@@ -24,32 +20,6 @@ afterAll(() => {
 function exitOf(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => child.once("exit", (code) => resolve(code)));
-}
-
-/** `hearth serve` on an existing data dir (no bootstrap key is printed this time); resolves once healthy. */
-async function restart(dataDir: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [BIN, "serve", "--port", "0"], {
-    env: { ...process.env, HEARTH_DATA_DIR: dataDir, HEARTH_LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  cleanups.push(() => child.kill("SIGKILL"));
-  let output = "";
-  child.stdout?.on("data", (d: Buffer) => {
-    output += d.toString();
-  });
-  child.stderr?.on("data", (d: Buffer) => {
-    output += d.toString();
-  });
-  const deadline = Date.now() + 170_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`hearth serve exited early:\n${output}`);
-    const url = /"url":"(http:\/\/[^"]+)"/.exec(output)?.[1];
-    if (url !== undefined && (await fetch(`${url}/health`).catch(() => undefined))?.status === 200) {
-      return { url, child };
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`hearth serve did not become healthy:\n${output}`);
 }
 
 async function chatStatus(url: string, apiKey: string): Promise<number> {
@@ -130,10 +100,9 @@ describe("SIGTERM with requests in flight", () => {
     expect(await exited).toBe(0);
 
     // Same data dir, new process: every admitted request is in the totals, none of the refused ones.
-    const again = await restart(server.dataDir);
-    const { stdout } = await run(process.execPath, [BIN, "usage", "--org", "default", "--json"], {
-      env: { ...process.env, HEARTH_URL: again.url, HEARTH_DATA_DIR: server.dataDir },
-    });
+    const again = await startServerProcess({ dataDir: server.dataDir, bootstrap: false });
+    cleanups.push(() => again.child.kill("SIGKILL"));
+    const { stdout } = await hearthCli(again, ["usage", "--org", "default", "--json"]);
     const totals = JSON.parse(stdout) as UsageTotals;
     const sum = (pick: (u: OpenAI.CompletionUsage) => number) => usages.reduce((n, u) => n + pick(u), 0);
     expect(totals).toMatchObject({
@@ -145,8 +114,6 @@ describe("SIGTERM with requests in flight", () => {
       aborted: 0,
       errors: 0,
     });
-    const stopped = exitOf(again.child);
-    again.child.kill("SIGTERM");
-    expect(await stopped).toBe(0);
+    expect(await again.stop()).toBe(0);
   });
 });

@@ -1,14 +1,14 @@
 // Rate limits through a real `hearth serve` and the official openai client: x-ratelimit-* headers on /v1, 429s
 // (requests and tokens, streamed or not) answered before any 200, with OpenAI's body and retry headers.
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import OpenAI, { type APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
+import {
+  hearthCli,
+  openaiClient,
+  type ServerProcess,
+  startServerProcess,
+} from "../support/server-process.js";
 
-const run = promisify(execFile);
-const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 const MODEL = "smollm2-135m-instruct";
 const MESSAGES = [{ role: "user" as const, content: "Say hello." }];
 let server: ServerProcess;
@@ -23,10 +23,7 @@ afterAll(async () => {
 });
 
 async function hearth(...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [BIN, ...args], {
-    env: { ...process.env, HEARTH_URL: server.url, HEARTH_DATA_DIR: server.dataDir },
-  });
-  return stdout;
+  return (await hearthCli(server, args)).stdout;
 }
 
 /** A new organization with the model and the given limits, and a client holding one of its keys. */

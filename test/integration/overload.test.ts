@@ -1,15 +1,17 @@
 // Overload against a real `hearth serve` through the official client: a flood gets 200 or 503 (never another 5xx),
 // queue timeouts, clients that leave while queued, and a queue shared fairly between organizations.
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { promisify } from "node:util";
 import type OpenAI from "openai";
 import { APIError, APIUserAbortError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
+import {
+  createKeyWithCli,
+  hearthCli,
+  openaiClient,
+  type ServerProcess,
+  startServerProcess,
+} from "../support/server-process.js";
 
 const MODEL = "smollm2-135m-instruct";
-const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 /** Greedy SmolLM2 never ends this one before 1500 tokens: it holds a sequence until the client leaves. */
 const HOLD_PROMPT = "Write the numbers from one to five hundred in words, separated by commas.";
 
@@ -181,12 +183,9 @@ describe("a server with 2 sequences and 2 queue places", () => {
   });
 
   it("keeps a queue place for another organization while one organization floods it", async () => {
-    const hearth = promisify(execFile);
-    const env = { ...process.env, HEARTH_URL: server.url, HEARTH_DATA_DIR: server.dataDir };
-    await hearth(process.execPath, [BIN, "orgs", "create", "beta", "--models", MODEL], { env });
-    const { stdout } = await hearth(process.execPath, [BIN, "keys", "create", "--org", "beta"], { env });
+    await hearthCli(server, ["orgs", "create", "beta", "--models", MODEL]);
     const alpha = openaiClient(server);
-    const beta = openaiClient(server, stdout.trim().split("\n").at(-1) ?? "");
+    const beta = openaiClient(server, await createKeyWithCli(server, "beta"));
 
     // Admissions (streamed 200s) and refusals, in the order they happen.
     const order: string[] = [];

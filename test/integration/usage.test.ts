@@ -1,21 +1,22 @@
 // Usage over HTTP with a real server process, the real model and a real PostgreSQL: every admitted request leaves
 // one record with the tokens its response reported (or, without reported usage, the tokens actually generated),
 // and `hearth usage --json` adds them up.
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { eq } from "drizzle-orm";
 import type OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/open-store.js";
 import { type UsageRecordRow, usageRecords } from "../../src/store/schema.js";
 import type { UsageTotals } from "../../src/usage/queries.js";
-import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
+import {
+  hearthCli,
+  openaiClient,
+  type ServerProcess,
+  startServerProcess,
+} from "../support/server-process.js";
 import { type Backend, postgresBackend } from "../support/store-backends.js";
 
-const run = promisify(execFile);
-const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 const MODEL = "smollm2-135m-instruct";
 const STORY: OpenAI.ChatCompletionMessageParam[] = [
   { role: "user", content: "Write a very long story about a lighthouse keeper and the sea." },
@@ -30,10 +31,7 @@ let unreported: { id: string; client: OpenAI };
 let suiteStartedAt: Date;
 
 async function hearth(...args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [BIN, ...args], {
-    env: { ...process.env, HEARTH_URL: server.url, HEARTH_DATA_DIR: server.dataDir },
-  });
-  return stdout;
+  return (await hearthCli(server, args)).stdout;
 }
 
 async function newKey(name: string): Promise<{ id: string; client: OpenAI }> {
