@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FormClient, pageText } from "../../test/support/form-client.js";
 import { type Backend, pgliteBackend } from "../../test/support/store-backends.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { apiKeys, auditLog, sessions } from "../store/schema.js";
@@ -60,67 +61,16 @@ afterAll(async () => {
   await backend?.cleanup();
 });
 
-/** A browser in miniature: keeps cookies, sends forms, never follows redirects. */
-class Client {
-  readonly cookies = new Map<string, string>();
-  setCookies: string[] = [];
-
-  async get(path: string): Promise<Response> {
-    return this.send(path, { method: "GET" });
-  }
-
-  async post(
-    path: string,
-    form: Record<string, string>,
-    headers: Record<string, string> = {},
-  ): Promise<Response> {
-    return this.send(path, {
-      method: "POST",
-      body: new URLSearchParams(form).toString(),
-      headers: { "content-type": "application/x-www-form-urlencoded", ...headers },
-    });
-  }
-
-  /** The hidden CSRF token of the page at `path`. */
-  async csrf(path: string): Promise<string> {
-    const html = await (await this.get(path)).text();
-    const token = /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
-    if (token === undefined) throw new Error(`no CSRF token on ${path}`);
-    return token;
+/** The dashboard in memory, with the sign-in form filled in. */
+class Client extends FormClient {
+  constructor() {
+    super(app);
   }
 
   async signIn(email: string, password: string, headers: Record<string, string> = {}): Promise<Response> {
     const _csrf = await this.csrf("/dashboard/sign-in");
     return this.post("/dashboard/sign-in", { _csrf, email, password }, headers);
   }
-
-  private async send(path: string, init: RequestInit): Promise<Response> {
-    const cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-    const headers = new Headers(init.headers);
-    if (cookie !== "") headers.set("cookie", cookie);
-    const res = await app.request(path, { ...init, headers });
-    this.setCookies = res.headers.getSetCookie();
-    for (const line of this.setCookies) {
-      const [pair] = line.split(";");
-      const [name, value] = (pair ?? "").split("=");
-      if (name === undefined) continue;
-      if (value === "" || /max-age=0/i.test(line)) this.cookies.delete(name);
-      else this.cookies.set(name, value ?? "");
-    }
-    return res;
-  }
-}
-
-/** The page's HTML with the entities JSX escapes turned back into characters. */
-async function pageText(res: Response): Promise<string> {
-  const entities: Record<string, string> = {
-    "&quot;": '"',
-    "&#39;": "'",
-    "&lt;": "<",
-    "&gt;": ">",
-    "&amp;": "&",
-  };
-  return (await res.text()).replace(/&quot;|&#39;|&lt;|&gt;|&amp;/g, (e) => entities[e] ?? e);
 }
 
 async function signedIn(email: string, password: string): Promise<Client> {

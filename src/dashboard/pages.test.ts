@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FormClient, pageText } from "../../test/support/form-client.js";
 import { type Backend, pgliteBackend } from "../../test/support/store-backends.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import type { RateLimiter } from "../limits/types.js";
@@ -117,59 +118,10 @@ afterAll(async () => {
   await backend?.cleanup();
 });
 
-/** Cookies kept, forms posted, redirects not followed. */
-class Client {
-  readonly cookies = new Map<string, string>();
-  setCookies: string[] = [];
-  constructor(private readonly target: Hono = app) {}
-
-  get(path: string): Promise<Response> {
-    return this.send(path, { method: "GET" });
+class Client extends FormClient {
+  constructor(target: Hono = app) {
+    super(target);
   }
-
-  post(path: string, form: Record<string, string | string[]>): Promise<Response> {
-    const body = new URLSearchParams();
-    for (const [name, value] of Object.entries(form)) {
-      for (const v of Array.isArray(value) ? value : [value]) body.append(name, v);
-    }
-    return this.send(path, {
-      method: "POST",
-      body: body.toString(),
-      headers: { "content-type": "application/x-www-form-urlencoded" },
-    });
-  }
-
-  async csrf(path: string): Promise<string> {
-    const token = /name="_csrf" value="([^"]+)"/.exec(await (await this.get(path)).text())?.[1];
-    if (token === undefined) throw new Error(`no CSRF token on ${path}`);
-    return token;
-  }
-
-  private async send(path: string, init: RequestInit): Promise<Response> {
-    const headers = new Headers(init.headers);
-    const cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-    if (cookie !== "") headers.set("cookie", cookie);
-    const res = await this.target.request(path, { ...init, headers });
-    this.setCookies = res.headers.getSetCookie();
-    for (const line of this.setCookies) {
-      const [name, value = ""] = (line.split(";")[0] ?? "").split("=");
-      if (name === undefined) continue;
-      if (value === "" || /max-age=0/i.test(line)) this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
-    return res;
-  }
-}
-
-async function text(res: Response): Promise<string> {
-  const entities: Record<string, string> = {
-    "&quot;": '"',
-    "&#39;": "'",
-    "&lt;": "<",
-    "&gt;": ">",
-    "&amp;": "&",
-  };
-  return (await res.text()).replace(/&quot;|&#39;|&lt;|&gt;|&amp;/g, (e) => entities[e] ?? e);
 }
 
 async function member(): Promise<Client> {
@@ -248,7 +200,7 @@ describe("Usage page", () => {
     const client = await member();
     const res = await client.get("/dashboard/usage?period=30d");
     expect(res.status).toBe(200);
-    const page = await text(res);
+    const page = await pageText(res);
     expect(page).toContain('aria-current="page">Usage</a>');
     // 3 requests in the last 30 days; the one 40 days ago and the other org's are not counted.
     expect(page).toContain('<td data-total="requests">3</td>');
@@ -282,7 +234,7 @@ describe("Usage page", () => {
     const client = await member();
     const res = await client.get("/dashboard/usage?period=dates&since=2031-13-01");
     expect(res.status).toBe(400);
-    const page = await text(res);
+    const page = await pageText(res);
     expect(page).toContain('"2031-13-01" is not a date');
     expect(page).toContain('value="2031-13-01"');
     expect(page).toContain('role="alert"');
@@ -294,14 +246,14 @@ describe("Usage page", () => {
     await client.post("/dashboard/sign-in", { _csrf, email: owner.email, password: owner.password });
     const res = await client.get("/dashboard/usage");
     expect(res.status).toBe(503);
-    expect(await text(res)).toContain("Usage is not recorded by this server");
+    expect(await pageText(res)).toContain("Usage is not recorded by this server");
   });
 });
 
 describe("Models page", () => {
   it("lists the configured models the org was granted, with context length and the id to call", async () => {
     const client = await member();
-    const page = await text(await client.get("/dashboard/models"));
+    const page = await pageText(await client.get("/dashboard/models"));
     expect(page).toContain('<tr data-model="tiny"><td><code>tiny</code></td><td>2,048 tokens</td>');
     expect(page).toContain('<tr data-model="small"><td><code>small</code></td><td>8,192 tokens</td>');
     expect(page).not.toContain('data-model="unused"');
@@ -312,7 +264,7 @@ describe("Models page", () => {
 describe("Limits page", () => {
   it("says unlimited when no limit is set", async () => {
     await tenancy.setLimits("default", { rpm: null, tpm: null });
-    const page = await text(await (await member()).get("/dashboard/limits"));
+    const page = await pageText(await (await member()).get("/dashboard/limits"));
     expect(page).toContain("<td>Unlimited</td>");
     expect(page).toContain("Not counted: requests are not limited.");
   });
@@ -322,7 +274,7 @@ describe("Limits page", () => {
     const subject = { orgId: org.id, orgName: org.name, rpm: org.rpm, tpm: org.tpm };
     const admission = await limiter.admit(subject, 500);
     await admission.settle(120);
-    const page = await text(await (await member()).get("/dashboard/limits"));
+    const page = await pageText(await (await member()).get("/dashboard/limits"));
     expect(page).toMatch(
       /<tr data-limit="requests"><th scope="row">Requests per minute \(RPM\)<\/th><td>60<\/td>/,
     );
@@ -345,7 +297,7 @@ describe("operator sign-in", () => {
     const res = await new Client().get("/dashboard/operator");
     expect(res.status).toBe(303);
     expect(res.headers.get("location")).toBe("/dashboard/operator/sign-in");
-    const page = await text(await new Client().get("/dashboard/operator/sign-in"));
+    const page = await pageText(await new Client().get("/dashboard/operator/sign-in"));
     expect(page).toContain('<label for="admin-token">Admin token</label>');
     expect(page).toMatch(/<input id="admin-token" name="token" type="password"/);
     expect(page).toContain("Sign in</button>");
@@ -359,11 +311,11 @@ describe("operator sign-in", () => {
     for (let i = 0; i < 3; i++) {
       const res = await client.post("/dashboard/operator/sign-in", { _csrf, token: "hearth-admin-wrong" });
       expect(res.status).toBe(401);
-      expect(await text(res)).toContain("That is not this server's admin token.");
+      expect(await pageText(res)).toContain("That is not this server's admin token.");
     }
     const paused = await client.post("/dashboard/operator/sign-in", { _csrf, token: ADMIN_TOKEN });
     expect(paused.status).toBe(429);
-    expect(await text(paused)).toContain("Too many wrong admin tokens");
+    expect(await pageText(paused)).toContain("Too many wrong admin tokens");
     await new Promise((r) => setTimeout(r, 1100));
     expect((await client.post("/dashboard/operator/sign-in", { _csrf, token: ADMIN_TOKEN })).status).toBe(
       303,
@@ -373,7 +325,7 @@ describe("operator sign-in", () => {
   it("refuses a sign-in post without the form's token", async () => {
     const res = await new Client().post("/dashboard/operator/sign-in", { token: ADMIN_TOKEN });
     expect(res.status).toBe(403);
-    expect(await text(res)).toContain("did not come from this dashboard");
+    expect(await pageText(res)).toContain("did not come from this dashboard");
   });
 
   it("opens an operator session: its own strict cookie, a sessions row without a user, ended by sign-out", async () => {
@@ -399,13 +351,13 @@ describe("operator sign-in", () => {
   it("is off without an admin token", async () => {
     const res = await new Client(noOperatorApp).get("/dashboard/operator/sign-in");
     expect(res.status).toBe(404);
-    expect(await text(res)).toContain("no operator view");
+    expect(await pageText(res)).toContain("no operator view");
   });
 });
 
 describe("operator changes", () => {
   it("lists every org with its models and limits", async () => {
-    const page = await text(await (await operator()).get("/dashboard/operator"));
+    const page = await pageText(await (await operator()).get("/dashboard/operator"));
     expect(page).toContain('<h3 id="org-default-name">default</h3>');
     expect(page).toContain('<h3 id="org-other-name">other</h3>');
     expect(page).toContain("Create organization</button>");
@@ -426,16 +378,16 @@ describe("operator changes", () => {
     expect(created.status).toBe(303);
     const location = created.headers.get("location") ?? "";
     expect(location).toBe("/dashboard/operator?done=created&org=acme#org-acme");
-    expect(await text(await client.get(location))).toContain("Created the organization acme.");
+    expect(await pageText(await client.get(location))).toContain("Created the organization acme.");
     let acme = await tenancy.getOrgByName("acme");
     expect(acme).toMatchObject({ models: ["small", "tiny"], rpm: 5, tpm: null });
 
     const revoked = await client.post("/dashboard/operator/orgs/acme/revoke", { _csrf, model: "small" });
-    expect(await text(await client.get(revoked.headers.get("location") ?? ""))).toContain(
+    expect(await pageText(await client.get(revoked.headers.get("location") ?? ""))).toContain(
       "Revoked small from acme",
     );
     const granted = await client.post("/dashboard/operator/orgs/acme/grant", { _csrf, model: "unused" });
-    expect(await text(await client.get(granted.headers.get("location") ?? ""))).toContain(
+    expect(await pageText(await client.get(granted.headers.get("location") ?? ""))).toContain(
       "Granted unused to acme",
     );
     const limited = await client.post("/dashboard/operator/orgs/acme/limits", {
@@ -443,7 +395,7 @@ describe("operator changes", () => {
       rpm: "0",
       tpm: "1,000",
     });
-    expect(await text(await client.get(limited.headers.get("location") ?? ""))).toContain(
+    expect(await pageText(await client.get(limited.headers.get("location") ?? ""))).toContain(
       "Saved the limits of acme: unlimited requests per minute, 1,000 tokens per minute.",
     );
     acme = await tenancy.getOrgByName("acme");
@@ -483,12 +435,14 @@ describe("operator changes", () => {
     for (const [path, form, status, message] of cases) {
       const res = await client.post(path, { _csrf, ...form });
       expect(res.status, path).toBe(status);
-      const page = await text(res);
+      const page = await pageText(res);
       expect(page).toContain(message);
       expect(page).toContain('role="alert"');
     }
     // The create form keeps what was typed.
-    const kept = await text(await client.post("/dashboard/operator/orgs", { _csrf, name: "x", rpm: "ten" }));
+    const kept = await pageText(
+      await client.post("/dashboard/operator/orgs", { _csrf, name: "x", rpm: "ten" }),
+    );
     expect(kept).toContain('id="new-org-name" name="name" type="text" required="" maxlength="64" value="x"');
     expect(JSON.stringify(await tenancy.listOrgs())).toBe(before);
   });
@@ -498,7 +452,7 @@ describe("operator changes", () => {
     for (const form of [{ name: "csrf-less" }, { name: "csrf-less", _csrf: "forged" }]) {
       const res = await client.post("/dashboard/operator/orgs", form);
       expect(res.status).toBe(403);
-      expect(await text(res)).toContain("security token is missing or wrong");
+      expect(await pageText(res)).toContain("security token is missing or wrong");
     }
     expect(await tenancy.getOrgByName("csrf-less")).toBeNull();
   });
