@@ -94,6 +94,7 @@ export function createApp(services: Services): Hono<AppEnv> {
       limiter: services.limiter,
       models: () => services.engine.listModels(),
       adminToken: services.adminToken,
+      redis: services.redis,
     }),
   );
 

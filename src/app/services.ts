@@ -1,8 +1,10 @@
 // The typed services bag built once by main.ts (and by tests) and handed to createApp.
+import type { Redis } from "ioredis";
 import { Accounting } from "../api/accounting.js";
 import type { HearthConfig } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
+import { closeRedis, connectRedis } from "../limits/redis-client.js";
 import type { RateLimiter } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
@@ -19,6 +21,8 @@ export interface Services {
   adminToken: string;
   logger: Logger;
   limiter: RateLimiter;
+  /** The Redis connection shared by the rate limiter and the dashboard's sign-in throttles (HEARTH_REDIS_URL). */
+  redis: Redis | undefined;
   usageMeter: UsageMeter;
   /** Usage summaries for the CLI, the admin API and the dashboard. */
   usageQueries: UsageQueries;
@@ -51,13 +55,15 @@ export function createServices(parts: ServiceParts): Services {
         : logger.warn({ err }, "writing usage records failed; will retry"),
   });
   const metrics = new Metrics(engine);
+  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger);
   return {
     config,
     engine,
     tenancy,
     adminToken,
     logger,
-    limiter: createRateLimiter({ redisUrl: config.redisUrl, logger }),
+    limiter: createRateLimiter({ redis, logger }),
+    redis,
     usageMeter,
     usageQueries: new UsageQueries(db),
     metrics,
@@ -72,4 +78,5 @@ export async function disposeServices(services: Services): Promise<void> {
   await services.accounting.settled();
   await services.usageMeter.dispose(); // every admitted request's record is written before the store closes
   await services.limiter.dispose();
+  if (services.redis !== undefined) await closeRedis(services.redis);
 }

@@ -7,13 +7,14 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import type { Redis } from "ioredis";
 import type { Logger } from "../observability/logger.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
 import { DASHBOARD_CSS, DASHBOARD_JS } from "./assets.js";
 import { CsrfTokens } from "./csrf.js";
 import { errorPage } from "./layout.js";
 import { registerOperator } from "./operator/index.js";
-import { createOperatorThrottle } from "./operator/operator-session.js";
+import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "./operator/operator-session.js";
 import { registerKeys } from "./pages/keys.js";
 import { registerLimits } from "./pages/limits.js";
 import { registerMembers } from "./pages/members.js";
@@ -21,7 +22,7 @@ import { registerModels } from "./pages/models.js";
 import { registerSignIn, registerSignOut } from "./pages/sign-in.js";
 import { registerUsage } from "./pages/usage.js";
 import { type DashboardDeps, type DashboardEnv, requireSession } from "./session.js";
-import { createSignInThrottle, type SignInThrottle } from "./sign-in-throttle.js";
+import { createSignInThrottle, DEFAULT_THROTTLE_RULES, type SignInThrottle } from "./sign-in-throttle.js";
 
 export const DEFAULT_SESSION_IDLE_MS = 12 * 60 * 60 * 1000;
 export const DEFAULT_SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
@@ -40,8 +41,10 @@ export interface DashboardOptions {
   sessionLifetimeMs?: number | undefined;
   /** Secure cookies: always, never, or "auto" (default): when the request came over https. */
   secureCookies?: boolean | "auto" | undefined;
-  /** Failed sign-in counting (default: in memory, DEFAULT_THROTTLE_RULES). */
+  /** Failed sign-in counting (default: DEFAULT_THROTTLE_RULES, in `redis` when given, else in memory). */
   throttle?: SignInThrottle | undefined;
+  /** Redis shared by the replicas (HEARTH_REDIS_URL): sign-in throttles count there, so across replicas. */
+  redis?: Redis | undefined;
   /** The client's address for throttling (default: the socket's peer; behind a proxy, say how to read it). */
   clientAddress?: ((c: Context) => string) | undefined;
   /** Usage summaries for the Usage page (services.usageQueries). */
@@ -52,7 +55,7 @@ export interface DashboardOptions {
   models?: DashboardDeps["models"];
   /** The admin token: opens the operator view at <base>/operator; absent, the view is off. */
   adminToken?: string | undefined;
-  /** Wrong admin tokens at the operator sign-in (default: OPERATOR_THROTTLE_RULES, in memory). */
+  /** Wrong admin tokens at the operator sign-in (default: OPERATOR_THROTTLE_RULES, like `throttle`). */
   operatorThrottle?: SignInThrottle | undefined;
 }
 
@@ -78,13 +81,14 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
     },
     base,
     secureCookies: options.secureCookies ?? "auto",
-    throttle: options.throttle ?? createSignInThrottle(),
+    throttle: options.throttle ?? createSignInThrottle(DEFAULT_THROTTLE_RULES, options.redis),
     clientAddress: options.clientAddress ?? socketAddress,
     usage: options.usage,
     limiter: options.limiter,
     models: options.models,
     adminToken: options.adminToken,
-    operatorThrottle: options.operatorThrottle ?? createOperatorThrottle(),
+    operatorThrottle:
+      options.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, options.redis),
   };
   const app = new Hono<DashboardEnv>();
 

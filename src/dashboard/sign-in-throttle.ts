@@ -1,6 +1,7 @@
 // Throttles failed dashboard sign-ins: per account and address, per account, and per address.
 // Only failures count; once a budget is spent every attempt is refused, right password or not, until it refills.
-import { RateLimiterMemory } from "rate-limiter-flexible";
+import type { Redis } from "ioredis";
+import { RateLimiterMemory, RateLimiterRedis, type RateLimiterStoreAbstract } from "rate-limiter-flexible";
 
 export interface ThrottleRule {
   /** What the budget is per. */
@@ -35,18 +36,28 @@ export interface SignInThrottle {
   recordSuccess(attempt: SignInAttempt): Promise<void>;
 }
 
-/** In-process counters (rate-limiter-flexible). Replicas count separately; a shared store would share them. */
+/**
+ * Counters of rate-limiter-flexible: in this process, or in Redis (shared by every replica) when a connection is
+ * given. While Redis cannot answer, each replica counts in memory (the insurance limiter), so sign-in is never
+ * left unthrottled nor blocked by an outage.
+ */
 export function createSignInThrottle(
   rules: readonly ThrottleRule[] = DEFAULT_THROTTLE_RULES,
+  redis?: Redis,
 ): SignInThrottle {
-  const limiters = rules.map((rule) => ({
-    rule,
-    limiter: new RateLimiterMemory({
-      keyPrefix: `sign-in-${rule.per}`,
+  const limiters = rules.map((rule) => {
+    const options = {
+      keyPrefix: `hearth:sign-in:${rule.per}`,
       points: rule.failures,
       duration: rule.windowSeconds,
-    }),
-  }));
+    };
+    const memory = new RateLimiterMemory(options);
+    const limiter: RateLimiterMemory | RateLimiterStoreAbstract =
+      redis === undefined
+        ? memory
+        : new RateLimiterRedis({ ...options, storeClient: redis, insuranceLimiter: memory });
+    return { rule, limiter };
+  });
   const keyOf = (rule: ThrottleRule, a: SignInAttempt): string =>
     rule.per === "account" ? a.email : rule.per === "address" ? a.address : `${a.email}\n${a.address}`;
 

@@ -2,6 +2,7 @@
 // <base>/operator, SameSite=Strict), so it never mixes with an org member's session in the same browser.
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import type { Redis } from "ioredis";
 import type { SessionPolicy } from "../../tenancy/sessions.js";
 import { CSRF_FIELD } from "../csrf.js";
 import { type DashboardDeps, type DashboardEnv, isSecureRequest } from "../session.js";
@@ -28,8 +29,11 @@ export const OPERATOR_THROTTLE_RULES: readonly ThrottleRule[] = Object.freeze([
 /** The throttle's "account": there is one operator. */
 export const OPERATOR_ACCOUNT = "operator";
 
-export function createOperatorThrottle(rules: readonly ThrottleRule[] = OPERATOR_THROTTLE_RULES) {
-  return createSignInThrottle(rules);
+export function createOperatorThrottle(
+  rules: readonly ThrottleRule[] = OPERATOR_THROTTLE_RULES,
+  redis?: Redis,
+) {
+  return createSignInThrottle(rules, redis);
 }
 
 export interface OperatorAuth {
