@@ -9,6 +9,7 @@ import type { RateLimiter } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import type { StoreDb } from "../store/open-store.js";
+import { InvalidationBroadcast } from "../tenancy/invalidation-broadcast.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
@@ -23,6 +24,8 @@ export interface Services {
   limiter: RateLimiter;
   /** The Redis connection shared by the rate limiter and the dashboard's sign-in throttles (HEARTH_REDIS_URL). */
   redis: Redis | undefined;
+  /** With Redis: revocations and limit or grant changes reach the other replicas' caches at once. */
+  invalidations: InvalidationBroadcast | undefined;
   usageMeter: UsageMeter;
   /** Usage summaries for the CLI, the admin API and the dashboard. */
   usageQueries: UsageQueries;
@@ -64,6 +67,7 @@ export function createServices(parts: ServiceParts): Services {
     logger,
     limiter: createRateLimiter({ redis, logger }),
     redis,
+    invalidations: redis === undefined ? undefined : new InvalidationBroadcast(tenancy, { redis, logger }),
     usageMeter,
     usageQueries: new UsageQueries(db),
     metrics,
@@ -78,5 +82,6 @@ export async function disposeServices(services: Services): Promise<void> {
   await services.accounting.settled();
   await services.usageMeter.dispose(); // every admitted request's record is written before the store closes
   await services.limiter.dispose();
+  await services.invalidations?.close();
   if (services.redis !== undefined) await closeRedis(services.redis);
 }

@@ -82,6 +82,12 @@ export interface TenancyServiceOptions {
   now?: () => number;
 }
 
+/**
+ * A change that stale cache entries must not outlive: a revoked key, or an org whose limits or grants changed.
+ * Applied at once on the replica that made it, and sent to the others by a broadcast when one is wired.
+ */
+export type CacheInvalidation = { kind: "key"; keyId: string } | { kind: "org"; orgId: string };
+
 interface CachedKey {
   principal: Principal;
   keyExpiresAt: number | null;
@@ -104,6 +110,7 @@ export class TenancyService {
   readonly members: MemberService;
   /** Dashboard sign-in sessions. */
   readonly sessions: SessionService;
+  private readonly invalidationListeners: ((event: CacheInvalidation) => void)[] = [];
 
   constructor(
     private readonly db: StoreDb,
@@ -137,6 +144,29 @@ export class TenancyService {
    */
   deriveSecret(purpose: string): Buffer {
     return createHmac("sha256", this.keySecret).update(`hearth derived secret: ${purpose}`).digest();
+  }
+
+  /** Drops what a change made elsewhere (another replica) made stale in this replica's caches. */
+  invalidate(event: CacheInvalidation): void {
+    if (event.kind === "key") {
+      this.keyCache.deleteWhere((entry) => entry.principal.keyId === event.keyId);
+    } else {
+      this.keyCache.deleteWhere((entry) => entry.principal.orgId === event.orgId);
+      this.grantCache.delete(event.orgId);
+    }
+  }
+
+  /**
+   * Calls `listener` after every change this replica makes that other replicas' caches must drop (the
+   * broadcast's publisher). Without one, other replicas see changes within the cache TTL.
+   */
+  onInvalidation(listener: (event: CacheInvalidation) => void): void {
+    this.invalidationListeners.push(listener);
+  }
+
+  private changed(event: CacheInvalidation): void {
+    this.invalidate(event);
+    for (const listener of this.invalidationListeners) listener(event);
   }
 
   /** Writes the key uses noted since the last flush (they are otherwise written every few seconds). */
@@ -179,8 +209,8 @@ export class TenancyService {
       await this.audit(tx, actor, "limits.set", org.id, org.name, { rpm: row.rpm, tpm: row.tpm });
       return toOrg(row, await this.grantedModels(tx, org.id));
     });
-    // Cached principals carry the limits: this replica applies the change at once, others within the TTL.
-    this.keyCache.deleteWhere((entry) => entry.principal.orgId === updated.id);
+    // Cached principals carry the limits.
+    this.changed({ kind: "org", orgId: updated.id });
     return updated;
   }
 
@@ -218,7 +248,7 @@ export class TenancyService {
       if (inserted.length > 0) await this.audit(tx, actor, "grant", row.id, modelId);
       return row;
     });
-    this.grantCache.delete(org.id);
+    this.changed({ kind: "org", orgId: org.id });
     return toOrg(org, await this.grantedModels(this.db, org.id));
   }
 
@@ -234,7 +264,7 @@ export class TenancyService {
       await this.audit(tx, actor, "revoke-grant", row.id, modelId);
       return row;
     });
-    this.grantCache.delete(org.id);
+    this.changed({ kind: "org", orgId: org.id });
     return toOrg(org, await this.grantedModels(this.db, org.id));
   }
 
@@ -300,7 +330,7 @@ export class TenancyService {
       if (revoked.length > 0) await this.audit(tx, actor, "key.revoke", current.key.orgId, id);
       return current;
     });
-    this.keyCache.delete(row.key.hash);
+    this.changed({ kind: "key", keyId: row.key.id });
     return this.withPendingUse(toKeyInfo(row.key, row.orgName));
   }
 

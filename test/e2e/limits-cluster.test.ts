@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import OpenAI, { type APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { INVALIDATION_CHANNEL } from "../../src/tenancy/invalidation-broadcast.js";
 import {
   hearthCli,
   openaiClient,
@@ -94,6 +95,40 @@ describe("limits across two replicas", () => {
       const redis = new Redis(REDIS_URL);
       await redis.del(`hearth:limits:rpm:${orgId}`, `hearth:limits:tpm:${orgId}`);
       redis.disconnect();
+    }
+  });
+  it("both replicas take part in the cache-invalidation broadcast: a revocation is published", async () => {
+    const listener = new Redis(REDIS_URL);
+    try {
+      // Both replicas subscribed (their subscriptions come up with their Redis connections).
+      const [, subscribers] = (await listener.pubsub("NUMSUB", INVALIDATION_CHANNEL)) as [string, number];
+      expect(Number(subscribers)).toBeGreaterThanOrEqual(2);
+      await listener.subscribe(INVALIDATION_CHANNEL);
+      const messages: string[] = [];
+      listener.on("message", (_channel: string, text: string) => messages.push(text));
+
+      await hearth("orgs", "create", "revoke-org", "--models", MODEL);
+      const created = JSON.parse(await hearth("keys", "create", "--org", "revoke-org", "--json")) as {
+        id: string;
+        key: string;
+      };
+      const revoked = await fetch(`${first.url}/admin/v1/keys/${created.id}`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${shared.HEARTH_ADMIN_TOKEN}` },
+      });
+      expect(revoked.status).toBe(200);
+      for (let i = 0; i < 250 && !messages.some((m) => m.includes(created.id)); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const message = messages.find((m) => m.includes(created.id));
+      expect(JSON.parse(message ?? "null")).toMatchObject({ event: { kind: "key", keyId: created.id } });
+      expect(message).not.toContain(created.key);
+      const onSecond = await fetch(`${second.url}/v1/models`, {
+        headers: { authorization: `Bearer ${created.key}` },
+      });
+      expect(onSecond.status).toBe(401);
+    } finally {
+      listener.disconnect();
     }
   });
 });
