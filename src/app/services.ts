@@ -4,11 +4,11 @@ import { Accounting } from "../api/accounting.js";
 import type { HearthConfig } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
-import { closeRedis, connectRedis } from "../limits/redis-client.js";
 import type { RateLimiter } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import type { StoreDb } from "../store/open-store.js";
+import { closeRedis, connectRedis } from "../store/redis.js";
 import { InvalidationBroadcast } from "../tenancy/invalidation-broadcast.js";
 import type { TenancyService } from "../tenancy/tenancy-service.js";
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
@@ -22,7 +22,7 @@ export interface Services {
   adminToken: string;
   logger: Logger;
   limiter: RateLimiter;
-  /** The Redis connection shared by the rate limiter and the dashboard's sign-in throttles (HEARTH_REDIS_URL). */
+  /** One Redis connection (HEARTH_REDIS_URL) for rate limits, sign-in throttles and the invalidation broadcast. */
   redis: Redis | undefined;
   /** With Redis: revocations and limit or grant changes reach the other replicas' caches at once. */
   invalidations: InvalidationBroadcast | undefined;

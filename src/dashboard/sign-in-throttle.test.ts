@@ -3,8 +3,8 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import type { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import { closeRedis, connectRedis } from "../limits/redis-client.js";
 import { createLogger } from "../observability/logger.js";
+import { closeRedis, connectRedis } from "../store/redis.js";
 import {
   createSignInThrottle,
   type SignInAttempt,

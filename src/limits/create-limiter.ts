@@ -1,8 +1,8 @@
 // Builds the rate limiter the config asks for: in memory by default, Redis (shared by replicas) with HEARTH_REDIS_URL.
 import type { Redis } from "ioredis";
 import type { Logger } from "../observability/logger.js";
+import { closeRedis, connectRedis } from "../store/redis.js";
 import { OrgRateLimiter } from "./org-rate-limiter.js";
-import { closeRedis, connectRedis } from "./redis-client.js";
 import type { RateLimiter } from "./types.js";
 import { WindowStore } from "./window-store.js";
 
@@ -11,7 +11,7 @@ export const DEFAULT_KEY_PREFIX = "hearth:limits";
 export interface RateLimiterOptions {
   /** Connect to this Redis (closed by dispose); ignored when `redis` is given. */
   redisUrl?: string | undefined;
-  /** A connection shared with other users (see src/limits/redis-client.ts); not closed by dispose. */
+  /** A connection shared with other users (see src/store/redis.ts); not closed by dispose. */
   redis?: Redis | undefined;
   logger: Logger;
   /** Redis keys are `<keyPrefix>:rpm:<orgId>` and `<keyPrefix>:tpm:<orgId>`; default `hearth:limits`. */

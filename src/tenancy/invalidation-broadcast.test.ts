@@ -5,9 +5,9 @@ import { randomBytes } from "node:crypto";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Backend, pgliteBackend } from "../../test/support/store-backends.js";
-import { closeRedis, connectRedis } from "../limits/redis-client.js";
 import { createLogger } from "../observability/logger.js";
 import { openStore, type Store } from "../store/open-store.js";
+import { closeRedis, connectRedis } from "../store/redis.js";
 import { InvalidationBroadcast } from "./invalidation-broadcast.js";
 import { TenancyService } from "./tenancy-service.js";
 

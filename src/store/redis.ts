@@ -1,4 +1,4 @@
-// The one way Hearth connects to Redis (shared counters of rate limits and sign-in throttles): a request must
+// The one way Hearth connects to Redis (rate limits, sign-in throttles, cache invalidations): a request must
 // never wait on Redis, so commands fail at once while disconnected and reconnection goes on in the background.
 import { Redis } from "ioredis";
 import type { Logger } from "../observability/logger.js";
