@@ -2,10 +2,9 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppEnv } from "../app/env.js";
-import { toApiError } from "../errors/api-error.js";
+import { apiErrorResponse, mapDomainError } from "../app/error-mapping.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
 import { TenancyService } from "../tenancy/tenancy-service.js";
@@ -33,10 +32,7 @@ beforeAll(async () => {
   });
   app = new Hono<AppEnv>();
   app.route("/admin/v1", createAdminApp(tenancy, ADMIN_TOKEN, { usage: new UsageQueries(store.db) }));
-  app.onError((err, c) => {
-    const apiError = toApiError(err);
-    return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
-  });
+  app.onError((err, c) => apiErrorResponse(c, mapDomainError(err)));
 });
 
 afterAll(async () => {

@@ -1,7 +1,6 @@
 // Builds the Hono app: middleware order, the /v1 and admin sub-apps, and the one error renderer.
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { createAdminApp } from "../admin/admin-app.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
@@ -17,7 +16,7 @@ import {
 import { rateLimitHeaders } from "../limits/headers.js";
 import { requestId } from "../observability/request-id.js";
 import type { AppEnv } from "./env.js";
-import { mapDomainError } from "./error-mapping.js";
+import { apiErrorResponse, mapDomainError } from "./error-mapping.js";
 import type { Services } from "./services.js";
 
 export function createApp(services: Services): Hono<AppEnv> {
@@ -99,8 +98,10 @@ export function createApp(services: Services): Hono<AppEnv> {
   );
 
   app.notFound((c) => {
-    const error = new NotFoundError(`Unknown request URL: ${c.req.method} ${c.req.path}.`, "unknown_url");
-    return c.json(error.toBody(), 404);
+    return apiErrorResponse(
+      c,
+      new NotFoundError(`Unknown request URL: ${c.req.method} ${c.req.path}.`, "unknown_url"),
+    );
   });
 
   app.onError((err, c) => {
@@ -111,9 +112,8 @@ export function createApp(services: Services): Hono<AppEnv> {
     if (apiError.status >= 500 && !(err instanceof ApiError)) {
       logger.error({ err, requestId: c.get("requestId") }, "unhandled error");
     }
-    for (const [name, value] of Object.entries(apiError.headers)) c.header(name, value);
     c.header("x-request-id", c.get("requestId"));
-    return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
+    return apiErrorResponse(c, apiError);
   });
 
   return app;

@@ -1,4 +1,7 @@
-// Maps domain failures of the engine and tenancy layers to the HTTP error hierarchy, in one place.
+// Maps domain failures of the engine and tenancy layers to the HTTP error hierarchy, and an ApiError to its HTTP
+// response, in one place.
+import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 
 import { JsonSchemaError } from "../chat/json-schema.js";
 import { TemplateError } from "../chat/template.js";
@@ -38,4 +41,10 @@ export function mapDomainError(err: unknown): ApiError {
   // The API checks schemas first; this only keeps a schema the engine rejects a 400 rather than a 500.
   if (err instanceof JsonSchemaError) return new InvalidRequestError(err.message, "response_format");
   return toApiError(err);
+}
+
+/** The response of an error: its status, its retry and rate-limit headers, and the OpenAI error body. */
+export function apiErrorResponse(c: Context, apiError: ApiError): Response {
+  for (const [name, value] of Object.entries(apiError.headers)) c.header(name, value);
+  return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
 }

@@ -2,10 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppEnv } from "../app/env.js";
-import { toApiError } from "../errors/api-error.js";
+import { apiErrorResponse, mapDomainError } from "../app/error-mapping.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { TenancyService } from "../tenancy/tenancy-service.js";
 import { bearerCredential, MISSING_API_KEY_MESSAGE, requireApiKey } from "./require-api-key.js";
@@ -28,10 +27,7 @@ beforeAll(async () => {
   app = new Hono<AppEnv>();
   app.use("/v1/*", requireApiKey(tenancy));
   app.get("/v1/whoami", (c) => c.json(c.get("principal")));
-  app.onError((err, c) => {
-    const apiError = toApiError(err);
-    return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
-  });
+  app.onError((err, c) => apiErrorResponse(c, mapDomainError(err)));
 });
 
 afterAll(async () => {

@@ -3,13 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, CommanderError } from "commander";
 import { Hono } from "hono";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminApp } from "../admin/admin-app.js";
 import { loadOrCreateAdminToken } from "../admin/admin-token.js";
 import type { AppEnv } from "../app/env.js";
+import { apiErrorResponse, mapDomainError } from "../app/error-mapping.js";
 import type { HearthConfig } from "../config/schema.js";
-import { toApiError } from "../errors/api-error.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { users as usersTable } from "../store/schema.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
@@ -53,10 +52,7 @@ beforeAll(async () => {
   adminToken = loadOrCreateAdminToken({ dataDir: dir, adminToken: undefined });
   app = new Hono<AppEnv>();
   app.route("/admin/v1", createAdminApp(tenancy, adminToken, { usage: new UsageQueries(store.db) }));
-  app.onError((err, c) => {
-    const apiError = toApiError(err);
-    return c.json(apiError.toBody(), apiError.status as ContentfulStatusCode);
-  });
+  app.onError((err, c) => apiErrorResponse(c, mapDomainError(err)));
 });
 
 afterAll(async () => {

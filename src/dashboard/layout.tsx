@@ -182,6 +182,16 @@ export const Notice: FC<PropsWithChildren<{ kind: "error" | "success" | "info" }
   </div>
 );
 
+/** A page's one-line outcome ("The key was revoked.", "Nothing was changed: …"), shown above its content. */
+export interface PageMessage {
+  kind: "error" | "success" | "info";
+  text: string;
+}
+
+/** The page's message as a notice; nothing when there is none. */
+export const MessageNotice: FC<{ message: PageMessage | undefined }> = ({ message }) =>
+  message === undefined ? null : <Notice kind={message.kind}>{message.text}</Notice>;
+
 /**
  * A button that asks for confirmation: without JS it is a GET form to `href` (a confirmation page); with JS it
  * opens the <ConfirmDialog id={dialog}>, whose form then posts to `post` and shows `subject`.

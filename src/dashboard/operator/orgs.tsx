@@ -12,12 +12,10 @@ import {
 } from "../../tenancy/errors.js";
 import type { Org } from "../../tenancy/types.js";
 import { formatNumber } from "../chart.js";
-import { formatDate, Notice } from "../layout.js";
+import { formatDate, MessageNotice, type PageMessage } from "../layout.js";
 import type { DashboardDeps } from "../session.js";
 import { OperatorForm, operatorPage } from "./frame.js";
 import { type OperatorAuth, type OperatorEnv, operatorAuth, operatorPath } from "./operator-session.js";
-
-type Message = { kind: "error" | "success"; text: string };
 
 /** What the create form was given, shown again with an error. */
 interface CreateForm {
@@ -105,7 +103,7 @@ function done(c: Context<OperatorEnv>, deps: DashboardDeps, params: Record<strin
   return c.redirect(`${operatorPath(deps)}?${new URLSearchParams(params)}${anchor}`, 303);
 }
 
-async function doneMessage(c: Context<OperatorEnv>, deps: DashboardDeps): Promise<Message | undefined> {
+async function doneMessage(c: Context<OperatorEnv>, deps: DashboardDeps): Promise<PageMessage | undefined> {
   const { done: what, org: name = "", model = "" } = c.req.query();
   if (what === undefined) return undefined;
   const org = await deps.tenancy.getOrgByName(name);
@@ -143,14 +141,14 @@ function changeRefused(
   return orgsPage(c, deps, { message: refusal(what, message), form }, status);
 }
 
-function refusal(what: string, why: string): Message {
+function refusal(what: string, why: string): PageMessage {
   return { kind: "error", text: `${what}: ${why}` };
 }
 
 async function orgsPage(
   c: Context<OperatorEnv>,
   deps: DashboardDeps,
-  view: { message?: Message | undefined; form?: CreateForm | undefined },
+  view: { message?: PageMessage | undefined; form?: CreateForm | undefined },
   status: ContentfulStatusCode = 200,
 ): Promise<Response> {
   const auth = operatorAuth(c);
@@ -161,7 +159,7 @@ async function orgsPage(
     { title: "Organizations", status, auth },
     <>
       <h1>Organizations</h1>
-      {view.message === undefined ? null : <Notice kind={view.message.kind}>{view.message.text}</Notice>}
+      <MessageNotice message={view.message} />
       <CreateOrgForm auth={auth} configured={configured} form={view.form ?? EMPTY_FORM} />
       <h2>
         {orgs.length} organization{orgs.length === 1 ? "" : "s"}

@@ -6,7 +6,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { adminTokenMatches } from "../../admin/admin-token.js";
 import { CSRF_FIELD } from "../csrf.js";
-import { Notice } from "../layout.js";
+import { MessageNotice, type PageMessage } from "../layout.js";
 import type { DashboardDeps } from "../session.js";
 import { isSecureRequest } from "../session.js";
 import { operatorPage } from "./frame.js";
@@ -23,8 +23,6 @@ import {
 const NONCE_COOKIE = "hearth_operator_sign_in";
 const NONCE_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 
-type Message = { kind: "error" | "info" | "success"; text: string };
-
 /** GET and POST /sign-in: public. `adminToken` is the server's. */
 export function registerOperatorSignIn(
   app: Hono<OperatorEnv>,
@@ -37,7 +35,7 @@ export function registerOperatorSignIn(
       const lookup = await deps.tenancy.sessions.resolve(token, operatorPolicy(deps));
       if (lookup.status === "active" && lookup.session.operator) return c.redirect(operatorPath(deps), 303);
     }
-    const message: Message | undefined =
+    const message: PageMessage | undefined =
       c.req.query("expired") === "1"
         ? { kind: "info", text: "Your operator session has expired. Please sign in again." }
         : c.req.query("signed_out") === "1"
@@ -104,7 +102,7 @@ function signInPage(
   c: Context<OperatorEnv>,
   deps: DashboardDeps,
   status: ContentfulStatusCode,
-  message: Message | undefined,
+  message: PageMessage | undefined,
 ): Promise<Response> {
   let nonce = getCookie(c, NONCE_COOKIE);
   if (nonce === undefined || !NONCE_PATTERN.test(nonce)) {
@@ -121,7 +119,7 @@ function signInPage(
     { title: "Operator sign-in", status },
     <section class="card narrow">
       <h1>Operator sign-in</h1>
-      {message === undefined ? null : <Notice kind={message.kind}>{message.text}</Notice>}
+      <MessageNotice message={message} />
       <form method="post" action={operatorPath(deps, "/sign-in")}>
         <input type="hidden" name={CSRF_FIELD} value={signInToken(deps, nonce)} />
         <div class="field">

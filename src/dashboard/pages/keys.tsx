@@ -10,7 +10,9 @@ import {
   confirmPage,
   formatDate,
   link,
+  MessageNotice,
   Notice,
+  type PageMessage,
   PostForm,
   renderPage,
   SecretField,
@@ -22,7 +24,7 @@ const TITLE = "API keys";
 
 interface KeysView {
   created?: CreatedKey | undefined;
-  notice?: { kind: "error" | "success"; text: string } | undefined;
+  notice?: PageMessage | undefined;
   /** What the create form was given, when it is shown again with an error. */
   name?: string | undefined;
 }
@@ -147,7 +149,7 @@ function keysPage(
         Keys of <strong>{auth.org.orgName}</strong> authenticate requests to <code>/v1</code> with{" "}
         <code>Authorization: Bearer &lt;key&gt;</code>. Keep them out of client-side code and version control.
       </p>
-      {view.notice === undefined ? null : <Notice kind={view.notice.kind}>{view.notice.text}</Notice>}
+      <MessageNotice message={view.notice} />
       {view.created === undefined ? null : (
         <div>
           <Notice kind="success">Created {keyLabel(toListed(view.created))}.</Notice>

@@ -20,7 +20,9 @@ import {
   confirmPage,
   formatDate,
   link,
+  MessageNotice,
   Notice,
+  type PageMessage,
   PostForm,
   renderPage,
   SecretField,
@@ -32,7 +34,7 @@ const TITLE = "Members";
 
 interface MembersView {
   added?: AddedMember | undefined;
-  notice?: { kind: "error" | "success"; text: string } | undefined;
+  notice?: PageMessage | undefined;
   email?: string | undefined;
 }
 
@@ -164,7 +166,7 @@ async function membersPage(
     { title: TITLE, active: "members", status },
     <>
       <h1>{TITLE}</h1>
-      {view.notice === undefined ? null : <Notice kind={view.notice.kind}>{view.notice.text}</Notice>}
+      <MessageNotice message={view.notice} />
       {view.added === undefined ? null : <Added added={view.added} />}
       {isOwner ? null : (
         <Notice kind="info">

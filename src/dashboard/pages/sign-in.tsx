@@ -4,7 +4,7 @@ import type { Context, Hono } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CSRF_FIELD } from "../csrf.js";
-import { Notice, renderPage, TextField } from "../layout.js";
+import { MessageNotice, type PageMessage, renderPage, TextField } from "../layout.js";
 import {
   clearSessionCookie,
   type DashboardDeps,
@@ -21,7 +21,7 @@ const NONCE_PATTERN = /^[A-Za-z0-9_-]{22}$/;
 interface SignInForm {
   email?: string;
   next?: string | undefined;
-  message?: { kind: "error" | "info" | "success"; text: string } | undefined;
+  message?: PageMessage | undefined;
 }
 
 /** GET and POST /sign-in: public. */
@@ -123,7 +123,7 @@ function signInPage(
     { title: "Sign in", status },
     <section class="card narrow">
       <h1>Sign in to Hearth</h1>
-      {form.message === undefined ? null : <Notice kind={form.message.kind}>{form.message.text}</Notice>}
+      <MessageNotice message={form.message} />
       <form method="post" action={`${deps.base}/sign-in`}>
         <input type="hidden" name={CSRF_FIELD} value={deps.csrf.forSignIn(nonce)} />
         {form.next === undefined ? null : <input type="hidden" name="next" value={form.next} />}
