@@ -294,7 +294,8 @@ export class ModelRunner {
 
   /** Leases sequences to queued jobs in the fair queue's order while enough are free; settles their `submit`. */
   private admit(): void {
-    while (true) {
+    // Runs every engine step: with nothing queued, skip copying each sequence's cached tokens.
+    while (this.queue.length > 0) {
       const views = this.slots.map((s) => ({
         id: s.id,
         busy: s.busy,
