@@ -1,29 +1,27 @@
 // GET /v1/models and /v1/models/:id, limited to what the key's organization may call.
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
-import type { Services } from "../app/services.js";
+import type { ModelAccess } from "../completions/model-access.js";
 import type { ModelInfo } from "../engine/types.js";
-import { ModelNotFoundError } from "../errors/api-error.js";
-import { accessibleModels } from "./model-access.js";
+import type { Model, ModelList } from "./wire.js";
 
-function toModelObject(model: ModelInfo) {
+function toModelObject(model: ModelInfo): Model {
   return {
     id: model.id,
-    object: "model" as const,
+    object: "model",
     created: model.created,
     owned_by: "hearth",
     context_length: model.contextSize,
   };
 }
 
-export async function listModels(c: Context<AppEnv>, services: Services): Promise<Response> {
-  const models = await accessibleModels(services, c.get("principal"));
-  return c.json({ object: "list", data: models.map(toModelObject) });
+export async function listModels(c: Context<AppEnv>, access: ModelAccess): Promise<Response> {
+  const models = await access.accessibleModels(c.get("principal"));
+  const list: ModelList = { object: "list", data: models.map(toModelObject) };
+  return c.json(list);
 }
 
-export async function retrieveModel(c: Context<AppEnv>, services: Services): Promise<Response> {
-  const id = c.req.param("id") ?? "";
-  const model = (await accessibleModels(services, c.get("principal"))).find((m) => m.id === id);
-  if (model === undefined) throw new ModelNotFoundError(id);
+export async function retrieveModel(c: Context<AppEnv>, access: ModelAccess): Promise<Response> {
+  const model = await access.find(c.get("principal"), c.req.param("id") ?? "");
   return c.json(toModelObject(model));
 }

@@ -83,6 +83,16 @@ export interface ChatCompletionChunk {
   usage?: Usage | null;
 }
 
+/** What every chunk and the body of one completion share. */
+export interface CompletionMeta {
+  /** Hearth's own `chatcmpl-` id. */
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  /** The id the client asked for. */
+  model: string;
+}
+
 export interface Model {
   id: string;
   object: "model";

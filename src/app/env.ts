@@ -5,7 +5,7 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     principal: Principal;
-    /** The chat completion's model once parsed and granted: the bounded `model` label of request metrics. */
+    /** The chat completion's model once parsed (request metrics label it only if configured). */
     model: string;
   };
 }

@@ -63,3 +63,11 @@ export class TooManyChoicesError extends Error {
     super(`n=${n} is more than this model's ${parallel} parallel sequences.`);
   }
 }
+
+/** The engine's models are still loading; nothing can be prepared yet. */
+export class EngineNotReadyError extends Error {
+  override name = "EngineNotReadyError";
+  constructor() {
+    super("The models are still loading.");
+  }
+}

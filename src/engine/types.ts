@@ -1,4 +1,5 @@
 // The Engine port: what the API asks of an inference engine, independent of HTTP, orgs and node-llama-cpp.
+import type { Channel } from "./channel.js";
 
 /** One message of the conversation, already validated by the API layer. */
 export interface ChatMessage {
@@ -71,16 +72,21 @@ export interface GenerationRequest {
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
   /**
-   * Aborting while queued drops the request (`generate` rejects with RequestAbortedError, nothing generated);
+   * Aborting while queued drops the request (`enqueue` rejects with RequestAbortedError, nothing generated);
    * aborting later cancels generation and frees its sequences at once (the last event is still `usage`).
    */
   signal?: AbortSignal;
-  /**
-   * Called once the prompt is tokenized and fits the context, before the request is queued: `maxTokens` is
-   * the most it can generate (per-choice budget × n). Throwing refuses the request (the error propagates,
-   * nothing is queued). When `generate` rejects after this resolved, nothing was generated.
-   */
-  admit?: (promptTokens: number, maxTokens: number) => Promise<void>;
+}
+
+/**
+ * A request the engine has rendered, tokenized and checked against its context (`Engine.prepare`): what the
+ * caller needs to charge it before it is queued. Engines subclass it with what they keep for `enqueue`.
+ */
+export interface PreparedRequest {
+  readonly request: GenerationRequest;
+  readonly promptTokens: number;
+  /** Tokens each choice may generate: `max_tokens`, or the rest of the context when absent. */
+  readonly maxTokensPerChoice: number;
 }
 
 export type FinishReason = "stop" | "length" | "tool_calls";
@@ -114,11 +120,12 @@ export type GenerationEvent =
 
 /**
  * An admitted request, holding its sequences. Iterate `events` once; the last event is always `usage` (unless
- * the iterator throws), also after a cancel mid-generation (the tokens actually generated).
+ * the stream fails), also after a cancel mid-generation (the tokens actually generated). `events.observe` sees
+ * every event as the engine pushes it, whether or not anyone reads the stream (accounting uses it).
  */
 export interface Generation {
   readonly promptTokens: number;
-  readonly events: AsyncIterable<GenerationEvent>;
+  readonly events: Channel<GenerationEvent>;
 }
 
 export interface ModelInfo {
@@ -143,12 +150,17 @@ export interface Engine {
   /** True once every model is loaded. */
   isReady(): boolean;
   /**
-   * Renders and tokenizes the prompt, runs `request.admit`, and resolves once the request has left the queue
-   * with its sequences leased. Rejects before anything is generated with errors from engine/errors.ts: unknown
-   * model, context overflow, too many choices, queue full (at once), queue timeout (after the model's
-   * `queueTimeoutMs`), request aborted (the signal aborted while queued); or with what `admit` threw.
+   * Renders and tokenizes the prompt, checks it and the output budget against the model's context and compiles
+   * the output grammar. Queues nothing and holds nothing. Rejects with errors from engine/errors.ts: unknown
+   * model, context overflow, too many choices.
    */
-  generate(request: GenerationRequest): Promise<Generation>;
+  prepare(request: GenerationRequest): Promise<PreparedRequest>;
+  /**
+   * Queues a request this engine prepared; resolves once it has left the queue with its sequences leased.
+   * Rejects before anything is generated: queue full (at once), queue timeout (after the model's
+   * `queueTimeoutMs`), request aborted (the signal aborted while queued).
+   */
+  enqueue(prepared: PreparedRequest): Promise<Generation>;
   /** Every loaded model's sequences and queue right now. */
   modelLoad(): ModelLoad[];
   dispose(): Promise<void>;

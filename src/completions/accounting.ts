@@ -2,8 +2,7 @@
 // latency metrics, taken from the engine's events whether or not the client reads them to the end.
 import { performance } from "node:perf_hooks";
 import type { Principal } from "../auth/principal.js";
-import { Channel } from "../engine/channel.js";
-import type { Generation, GenerationEvent, UsageCounts } from "../engine/types.js";
+import type { Generation, UsageCounts } from "../engine/types.js";
 import type { Admission } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -33,54 +32,46 @@ export class Accounting {
   constructor(private readonly deps: AccountingDeps) {}
 
   /**
-   * Returns a generation whose events are the engine's, while a pump reads the engine's events to the end (also
-   * after the client left, when the engine reports the tokens generated so far) and accounts for them once.
+   * Watches the generation's events as the engine pushes them (also after the client left, when the engine
+   * reports the tokens generated so far) and accounts for them once, when the stream ends. Returns the same
+   * generation: the consumer reads the engine's own stream.
    */
   meter(generation: Generation, request: MeteredRequest): Generation {
-    const events = new Channel<GenerationEvent>();
-    const pump = this.pump(generation, request, events);
-    this.open.add(pump);
-    void pump.finally(() => this.open.delete(pump));
-    return { promptTokens: generation.promptTokens, events };
-  }
-
-  /** Resolves once every metered request has been accounted for (shutdown waits for this before flushing). */
-  async settled(): Promise<void> {
-    while (this.open.size > 0) await Promise.allSettled([...this.open]);
-  }
-
-  private async pump(
-    generation: Generation,
-    request: MeteredRequest,
-    out: Channel<GenerationEvent>,
-  ): Promise<void> {
     const { metrics } = this.deps;
     const latency = new LatencyTracker(request.startedAt, (seconds) =>
       metrics.interTokenLatency(request.model, seconds),
     );
     let usage: UsageCounts | undefined;
-    let status: UsageStatus = "completed";
-    try {
-      for await (const event of generation.events) {
-        if (event.type === "delta") latency.delta(event.choice);
-        else if (event.type === "usage") usage = event.usage;
-        out.push(event);
-      }
-      out.close();
-    } catch (err) {
-      status = "error";
-      out.fail(err);
-    }
-    if (status === "completed" && request.signal.aborted) status = "aborted";
-    if (latency.firstTokenSeconds !== undefined) {
-      metrics.timeToFirstToken(request.model, latency.firstTokenSeconds);
-    }
-    // A failed generation reports no usage: its prompt is still accounted for.
-    await this.settle(
-      request,
-      usage ?? { promptTokens: generation.promptTokens, completionTokens: 0, cachedTokens: 0 },
-      status,
-    );
+    const accounted = new Promise<void>((resolve) => {
+      generation.events.observe({
+        value: (event) => {
+          if (event.type === "delta") latency.delta(event.choice);
+          else if (event.type === "usage") usage = event.usage;
+        },
+        end: (...failure: unknown[]) => {
+          let status: UsageStatus = failure.length > 0 ? "error" : "completed";
+          if (status === "completed" && request.signal.aborted) status = "aborted";
+          if (latency.firstTokenSeconds !== undefined) {
+            metrics.timeToFirstToken(request.model, latency.firstTokenSeconds);
+          }
+          // A failed generation reports no usage: its prompt is still accounted for.
+          const counts = usage ?? {
+            promptTokens: generation.promptTokens,
+            completionTokens: 0,
+            cachedTokens: 0,
+          };
+          void this.settle(request, counts, status).finally(resolve);
+        },
+      });
+    });
+    this.open.add(accounted);
+    void accounted.finally(() => this.open.delete(accounted));
+    return generation;
+  }
+
+  /** Resolves once every metered request has been accounted for (shutdown waits for this before flushing). */
+  async settled(): Promise<void> {
+    while (this.open.size > 0) await Promise.allSettled([...this.open]);
   }
 
   private async settle(request: MeteredRequest, usage: UsageCounts, status: UsageStatus): Promise<void> {

@@ -1,0 +1,90 @@
+// The non-streamed chat completion: every choice's message (content, reasoning, tool calls), finish reason, usage.
+import type { FinishReason, Generation, UsageCounts } from "../engine/types.js";
+import {
+  type ChatCompletion,
+  type CompletionMeta,
+  type ResponseMessage,
+  type ToolCall,
+  toolCallId,
+  toUsage,
+} from "./wire.js";
+
+interface ChoiceAccumulator {
+  content: string;
+  reasoning: string;
+  toolCalls: ToolCall[];
+  reason: FinishReason | null;
+}
+
+export interface BodyOptions {
+  n: number;
+  /** Reasoning was enabled: every message carries `reasoning` (empty when the model wrote none). */
+  reasoning: boolean;
+  /** Output that failed its post-generation check: the grammar should make this impossible, worth a log. */
+  onInvalid: (invalid: string) => void;
+}
+
+export async function completionBody(
+  generation: Generation,
+  meta: CompletionMeta,
+  options: BodyOptions,
+): Promise<ChatCompletion> {
+  const choices: ChoiceAccumulator[] = Array.from({ length: options.n }, () => ({
+    content: "",
+    reasoning: "",
+    toolCalls: [],
+    reason: null,
+  }));
+  let usage: UsageCounts | undefined;
+  for await (const event of generation.events) {
+    if (event.type === "usage") {
+      usage = event.usage;
+      continue;
+    }
+    const choice = choices[event.choice] as ChoiceAccumulator;
+    if (event.type === "finish") {
+      choice.reason = event.reason;
+      if (event.invalid !== undefined) options.onInvalid(event.invalid);
+      continue;
+    }
+    const target = event.target;
+    if (target === undefined) choice.content += event.text;
+    else if (target.kind === "reasoning") choice.reasoning += event.text;
+    else if (target.name !== undefined) {
+      choice.toolCalls.push({
+        id: toolCallId(),
+        type: "function",
+        function: { name: target.name, arguments: "" },
+      });
+    } else {
+      const call = choice.toolCalls[target.call];
+      if (call !== undefined) call.function.arguments += event.text;
+    }
+  }
+  return {
+    id: meta.id,
+    object: "chat.completion",
+    created: meta.created,
+    model: meta.model,
+    choices: choices.map((choice, index) => ({
+      index,
+      message: responseMessage(choice, options.reasoning),
+      logprobs: null,
+      finish_reason: choice.reason ?? "stop",
+    })),
+    usage: toUsage(usage ?? { promptTokens: generation.promptTokens, completionTokens: 0, cachedTokens: 0 }),
+    system_fingerprint: null,
+  };
+}
+
+function responseMessage(choice: ChoiceAccumulator, reasoning: boolean): ResponseMessage {
+  const calls = choice.toolCalls.length > 0;
+  const message: ResponseMessage = {
+    role: "assistant",
+    content: calls ? null : choice.content,
+    refusal: null,
+  };
+  if (reasoning) message.reasoning = choice.reasoning;
+  if (calls) message.tool_calls = choice.toolCalls;
+  return message;
+}

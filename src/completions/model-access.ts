@@ -1,0 +1,33 @@
+// The one model-access check every /v1 route uses: configured AND granted to the caller's organization.
+import type { Principal } from "../auth/principal.js";
+import { EngineNotReadyError, UnknownModelError } from "../engine/errors.js";
+import type { Engine, ModelInfo } from "../engine/types.js";
+
+/** Reads an organization's granted model ids (tenancy, cached). */
+export type GrantedModels = (orgId: string) => Promise<ReadonlySet<string>>;
+
+export class ModelAccess {
+  constructor(
+    private readonly engine: Engine,
+    private readonly grantedModels: GrantedModels,
+  ) {}
+
+  /** Models the principal may call, in config order. */
+  async accessibleModels(principal: Principal): Promise<ModelInfo[]> {
+    const granted = await this.grantedModels(principal.orgId);
+    return this.engine.listModels().filter((m) => granted.has(m.id));
+  }
+
+  /** The model if the principal may call it; the same 404 whether it does not exist or is not granted. */
+  async find(principal: Principal, model: string): Promise<ModelInfo> {
+    const found = (await this.accessibleModels(principal)).find((m) => m.id === model);
+    if (found === undefined) throw new UnknownModelError(model);
+    return found;
+  }
+
+  /** Throws unless the principal may call the model and the engine can serve it now. */
+  async assertCallable(principal: Principal, model: string): Promise<void> {
+    await this.find(principal, model);
+    if (!this.engine.isReady()) throw new EngineNotReadyError();
+  }
+}

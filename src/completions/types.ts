@@ -1,0 +1,34 @@
+// What the completions service takes and gives: a validated request, who asks, and the admitted completion.
+import type { Principal } from "../auth/principal.js";
+import type { ChatMessage, Generation, OutputRequest, SamplingParams } from "../engine/types.js";
+import type { RateSnapshot } from "../limits/types.js";
+
+/** A chat completion request, validated by the API layer (wire-independent). */
+export interface CompletionRequest {
+  model: string;
+  messages: ChatMessage[];
+  n: number;
+  /** `seed` undefined: the service draws a random one (the library's default would be the clock). */
+  sampling: Omit<SamplingParams, "seed"> & { seed: number | undefined };
+  enableThinking: boolean;
+  /** JSON mode or tools: the reply is constrained (absent for free text). */
+  output?: OutputRequest;
+  user?: string;
+}
+
+/** Who asks, and the request's life outside the engine. */
+export interface CompletionCaller {
+  principal: Principal;
+  requestId: string;
+  /** performance.now() when the request arrived: latency and time to first token count from here. */
+  startedAt: number;
+  /** Aborted when the client leaves: drops a queued request, cancels a running one. */
+  signal: AbortSignal;
+}
+
+/** An admitted completion: it holds its sequences, its charge is settled and its usage recorded when it ends. */
+export interface Completion {
+  generation: Generation;
+  /** The rate-limit windows after this request was charged (the x-ratelimit-* headers). */
+  rateLimit: RateSnapshot;
+}
