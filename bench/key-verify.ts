@@ -1,4 +1,4 @@
-// Microbenchmark of API-key verification (TenancyService.verifyKey): cached (hot key) and uncached, on PGlite and
+// Microbenchmark of API-key verification (tenancy.keys.verify): cached (hot key) and uncached, on PGlite and
 // on PostgreSQL when reachable. `node --import tsx bench/key-verify.ts` prints the table; bench/run.ts embeds it.
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import pg from "pg";
 import { openStore, type Store } from "../src/store/open-store.js";
-import { TenancyService } from "../src/tenancy/tenancy-service.js";
+import { createTenancy, type Tenancy } from "../src/tenancy/tenancy.js";
 
 export interface KeyVerifyOptions {
   /** Timed verifications per case (after a warm-up of a tenth as many). */
@@ -70,17 +70,17 @@ export async function benchKeyVerify(options: KeyVerifyOptions = {}): Promise<st
 
 async function measureStore(storeName: string, store: Store, iterations: number): Promise<CaseResult[]> {
   const keySecret = randomBytes(32);
-  const cached = new TenancyService(store.db, { keySecret, modelIds: MODELS });
+  const cached = createTenancy(store.db, { keySecret, modelIds: MODELS });
   // TTL 0: every verification misses the cache and looks the key up in the store.
-  const uncached = new TenancyService(store.db, { keySecret, modelIds: MODELS, cacheTtlMs: 0 });
+  const uncached = createTenancy(store.db, { keySecret, modelIds: MODELS, cacheTtlMs: 0 });
   try {
-    await cached.createOrg("bench", MODELS);
-    const { key } = await cached.createKey("bench", { name: "bench" });
+    await cached.orgs.create("bench", MODELS);
+    const { key } = await cached.keys.create("bench", { name: "bench" });
     const unknown = `sk-${"x".repeat(key.length - 3)}`;
     const results: CaseResult[] = [];
-    const run = async (name: string, service: TenancyService, presented: string, expectValid: boolean) => {
+    const run = async (name: string, service: Tenancy, presented: string, expectValid: boolean) => {
       const samples = await time(iterations, async () => {
-        const principal = await service.verifyKey(presented);
+        const principal = await service.keys.verify(presented);
         if ((principal !== null) !== expectValid)
           throw new Error(`unexpected verification result in ${name}`);
       });

@@ -2,7 +2,7 @@
 // entries.
 import { z } from "zod";
 import type { AuditEntry } from "../tenancy/audit.js";
-import type { CreatedKey, CreatedUser, KeyInfo, Org, OrgUser } from "../tenancy/tenancy-service.js";
+import type { CreatedKey, CreatedUser, KeyInfo, Org, OrgUser } from "../tenancy/types.js";
 import {
   USAGE_GROUP_BY,
   type UsageGroupBy,
@@ -30,7 +30,7 @@ export const setLimitsBodySchema = z
   .object({ rpm: limitValue.optional(), tpm: limitValue.optional() })
   .strict()
   .refine((body) => body.rpm !== undefined || body.tpm !== undefined, {
-    message: "give at least one of rpm and tpm",
+    message: "Give at least one of 'rpm' and 'tpm'.",
     path: ["rpm"],
   });
 
@@ -54,18 +54,20 @@ export const auditQuerySchema = z
 // A calendar date (midnight UTC) or a date-time with its zone: an instant must not depend on the server's zone.
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2}))?$/i;
 
-const instantParam = z.string().transform((raw, ctx) => {
-  // An unencoded "+02:00" in a query string arrives as " 02:00".
-  const value = raw.replace(/ (\d{2}:?\d{2})$/, "+$1");
-  const at = new Date(value);
-  if (ISO_INSTANT.test(value) && !Number.isNaN(at.getTime()) && dayExists(value.slice(0, 10))) return at;
-  ctx.issues.push({
-    code: "custom",
-    input: raw,
-    message: "expected an ISO 8601 date or date-time with a zone, such as 2030-01-31 or 2030-01-31T12:00:00Z",
+// The validator uses a custom issue's message as written, so it names its parameter.
+const instantParam = (name: string) =>
+  z.string().transform((raw, ctx) => {
+    // An unencoded "+02:00" in a query string arrives as " 02:00".
+    const value = raw.replace(/ (\d{2}:?\d{2})$/, "+$1");
+    const at = new Date(value);
+    if (ISO_INSTANT.test(value) && !Number.isNaN(at.getTime()) && dayExists(value.slice(0, 10))) return at;
+    ctx.issues.push({
+      code: "custom",
+      input: raw,
+      message: `Invalid value for '${name}': expected an ISO 8601 date or date-time with a zone, such as 2030-01-31 or 2030-01-31T12:00:00Z.`,
+    });
+    return z.NEVER;
   });
-  return z.NEVER;
-});
 
 /** Date would roll "2030-02-31" over to March 3rd. */
 function dayExists(date: string): boolean {
@@ -76,13 +78,13 @@ function dayExists(date: string): boolean {
 
 export const usageQuerySchema = z
   .object({
-    since: instantParam.optional(),
-    until: instantParam.optional(),
+    since: instantParam("since").optional(),
+    until: instantParam("until").optional(),
     by: z.enum(USAGE_GROUP_BY).optional(),
   })
   .strict()
   .refine((q) => q.since === undefined || q.until === undefined || q.since < q.until, {
-    message: "'until' must be later than 'since'",
+    message: "Invalid value for 'until': it must be later than 'since'.",
     path: ["until"],
   });
 

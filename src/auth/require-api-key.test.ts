@@ -4,26 +4,27 @@ import { join } from "node:path";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AppEnv } from "../app/env.js";
-import { apiErrorResponse, mapDomainError } from "../app/error-mapping.js";
+import { apiErrorResponse } from "../app/error-mapping.js";
+import { mapDomainError } from "../errors/domain-errors.js";
 import { openStore, type Store } from "../store/open-store.js";
-import { TenancyService } from "../tenancy/tenancy-service.js";
+import { createTenancy, type Tenancy } from "../tenancy/tenancy.js";
 import { bearerCredential, MISSING_API_KEY_MESSAGE, requireApiKey } from "./require-api-key.js";
 
 let dir: string;
 let store: Store;
-let tenancy: TenancyService;
+let tenancy: Tenancy;
 let clock = Date.now();
 let app: Hono<AppEnv>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "hearth-auth-"));
   store = await openStore({ dataDir: dir });
-  tenancy = new TenancyService(store.db, {
+  tenancy = createTenancy(store.db, {
     keySecret: Buffer.alloc(32, 1),
     modelIds: ["m"],
     now: () => clock,
   });
-  await tenancy.createOrg("acme", ["m"]);
+  await tenancy.orgs.create("acme", ["m"]);
   app = new Hono<AppEnv>();
   app.use("/v1/*", requireApiKey(tenancy));
   app.get("/v1/whoami", (c) => c.json(c.get("principal")));
@@ -57,7 +58,7 @@ function expectInvalidKey(result: Awaited<ReturnType<typeof call>>) {
 
 describe("requireApiKey", () => {
   it("passes a valid key and sets the principal", async () => {
-    const key = await tenancy.createKey("acme");
+    const key = await tenancy.keys.create("acme");
     const result = await call(`Bearer ${key.key}`);
     expect(result.status).toBe(200);
     expect(result.body).toEqual({ orgId: key.orgId, orgName: "acme", keyId: key.id, rpm: null, tpm: null });
@@ -75,7 +76,7 @@ describe("requireApiKey", () => {
   });
 
   it("refuses other schemes such as Basic, even carrying a valid key", async () => {
-    const key = await tenancy.createKey("acme");
+    const key = await tenancy.keys.create("acme");
     const result = await call(`Basic ${Buffer.from(`:${key.key}`).toString("base64")}`);
     expectInvalidKey(result);
     expect(result.body.error?.message).toBe(MISSING_API_KEY_MESSAGE);
@@ -97,14 +98,14 @@ describe("requireApiKey", () => {
   });
 
   it("refuses a revoked key", async () => {
-    const key = await tenancy.createKey("acme");
+    const key = await tenancy.keys.create("acme");
     expect((await call(`Bearer ${key.key}`)).status).toBe(200);
-    await tenancy.revokeKey(key.id);
+    await tenancy.keys.revoke(key.id);
     expectInvalidKey(await call(`Bearer ${key.key}`));
   });
 
   it("refuses an expired key", async () => {
-    const key = await tenancy.createKey("acme", { expiresAt: new Date(clock + 60_000) });
+    const key = await tenancy.keys.create("acme", { expiresAt: new Date(clock + 60_000) });
     expect((await call(`Bearer ${key.key}`)).status).toBe(200);
     clock += 60_000;
     expectInvalidKey(await call(`Bearer ${key.key}`));

@@ -2,7 +2,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app/env.js";
 import { InvalidApiKeyError } from "../errors/api-error.js";
-import type { TenancyService } from "../tenancy/tenancy-service.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
 import { maskPresentedKey } from "./api-key.js";
 
 export const MISSING_API_KEY_MESSAGE =
@@ -27,12 +27,12 @@ export function bearerCredential(header: string | undefined): string | undefined
   return credential === undefined || credential === "" ? undefined : credential;
 }
 
-export function requireApiKey(tenancy: TenancyService): MiddlewareHandler<AppEnv> {
+export function requireApiKey(tenancy: Pick<Tenancy, "keys">): MiddlewareHandler<AppEnv> {
   return async function requireApiKey(c, next) {
     const presented = bearerCredential(c.req.header("authorization"));
     if (presented === undefined) throw new InvalidApiKeyError(MISSING_API_KEY_MESSAGE);
     // Unknown, revoked, expired and malformed keys get one answer: the response must not say which keys exist.
-    const principal = await tenancy.verifyKey(presented);
+    const principal = await tenancy.keys.verify(presented);
     if (principal === null) throw new InvalidApiKeyError(incorrectApiKeyMessage(presented));
     c.set("principal", principal);
     await next();

@@ -7,21 +7,23 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdminApp } from "../admin/admin-app.js";
 import { loadOrCreateAdminToken } from "../admin/admin-token.js";
 import type { AppEnv } from "../app/env.js";
-import { apiErrorResponse, mapDomainError } from "../app/error-mapping.js";
+import { apiErrorResponse } from "../app/error-mapping.js";
 import type { HearthConfig } from "../config/schema.js";
+import { mapDomainError } from "../errors/domain-errors.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { users as usersTable } from "../store/schema.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
-import { TenancyService } from "../tenancy/tenancy-service.js";
+import { createTenancy, type Tenancy } from "../tenancy/tenancy.js";
 import { PgUsageMeter } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
-import { type AdminCommandsOptions, parseDuration, registerAdminCommands } from "./admin.js";
+import { parseDuration } from "./admin/arguments.js";
+import { type AdminCommandsOptions, registerAdminCommands } from "./admin.js";
 
 const SERVER_URL = "http://hearth.test:8000";
 
 let dir: string;
 let store: Store;
-let tenancy: TenancyService;
+let tenancy: Tenancy;
 let adminToken: string;
 let app: Hono<AppEnv>;
 
@@ -43,7 +45,7 @@ function configFor(overrides: Partial<HearthConfig> = {}): HearthConfig {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "hearth-cli-"));
   store = await openStore({ dataDir: dir });
-  tenancy = new TenancyService(store.db, {
+  tenancy = createTenancy(store.db, {
     keySecret: Buffer.alloc(32, 5),
     modelIds: ["tiny", "small"],
     passwordParams: { N: 1 << 10, r: 8, p: 1 },
@@ -119,7 +121,7 @@ describe("hearth orgs", () => {
     const created = await hearth(["orgs", "create", "acme", "--models", "tiny, small"]);
     expect(created).toMatchObject({ stderr: "", exitCode: 0 });
     expect(created.stdout).toContain('Created organization "acme"');
-    expect((await tenancy.getOrgByName("acme"))?.models).toEqual(["small", "tiny"]);
+    expect((await tenancy.orgs.getByName("acme"))?.models).toEqual(["small", "tiny"]);
 
     const listed = await hearth(["orgs", "list", "--json"]);
     const orgs = JSON.parse(listed.stdout) as { name: string; models: string[] }[];
@@ -129,7 +131,7 @@ describe("hearth orgs", () => {
     );
 
     expect((await hearth(["orgs", "revoke", "acme", "tiny"])).exitCode).toBe(0);
-    expect((await tenancy.getOrgByName("acme"))?.models).toEqual(["small"]);
+    expect((await tenancy.orgs.getByName("acme"))?.models).toEqual(["small"]);
     expect((await hearth(["orgs", "grant", "acme", "tiny"])).stdout).toContain("small, tiny");
   });
 
@@ -152,7 +154,7 @@ describe("hearth keys", () => {
     expect(result).toMatchObject({ stderr: "", exitCode: 0 });
     const key = lastLine(result.stdout);
     expect(key).toMatch(/^sk-[0-9A-Za-z]{43}$/);
-    expect((await tenancy.verifyKey(key))?.orgName).toBe("acme");
+    expect((await tenancy.keys.verify(key))?.orgName).toBe("acme");
   });
 
   it("prints one JSON object with --json", async () => {
@@ -165,7 +167,7 @@ describe("hearth keys", () => {
   });
 
   it("lists keys without secrets and revokes them", async () => {
-    const created = await tenancy.createKey("acme", { name: "to-revoke" });
+    const created = await tenancy.keys.create("acme", { name: "to-revoke" });
     const listed = await hearth(["keys", "list", "--org", "acme", "--json"]);
     const keys = JSON.parse(listed.stdout) as { id: string; name: string | null }[];
     expect(keys.map((k) => k.name)).toContain("to-revoke");
@@ -177,7 +179,7 @@ describe("hearth keys", () => {
 
     const revoked = await hearth(["keys", "revoke", created.id]);
     expect(revoked).toMatchObject({ stderr: "", exitCode: 0 });
-    expect(await tenancy.verifyKey(created.key)).toBeNull();
+    expect(await tenancy.keys.verify(created.key)).toBeNull();
     const after = (await hearth(["keys", "list", "--org", "acme"])).stdout;
     expect(after).toMatch(/to-revoke\s+sk-\S+\s+[\d-]+ [\d:]+\s+never\s+never\s+[\d-]+ [\d:]+\s+revoked\n/);
 
@@ -191,7 +193,7 @@ describe("hearth orgs limits", () => {
     const created = await hearth(["orgs", "create", "limited", "--rpm", "60", "--tpm", "0", "--json"]);
     expect(created.exitCode).toBe(0);
     expect(JSON.parse(created.stdout)).toMatchObject({ name: "limited", rpm: 60, tpm: null });
-    expect((await tenancy.getOrgByName("limited"))?.rpm).toBe(60);
+    expect((await tenancy.orgs.getByName("limited"))?.rpm).toBe(60);
     const table = (await hearth(["orgs", "list"])).stdout;
     expect(table).toMatch(/\nlimited\s+org_\S+\s+\(none\)\s+60\s+unlimited\s/);
   });
@@ -201,7 +203,7 @@ describe("hearth orgs limits", () => {
     expect(set).toMatchObject({ stderr: "", exitCode: 0 });
     expect(set.stdout).toBe('Limits of organization "limited": rpm 60, tpm 5000.\n');
     await hearth(["orgs", "set-limits", "limited", "--rpm", "0"]);
-    const org = await tenancy.getOrgByName("limited");
+    const org = await tenancy.orgs.getByName("limited");
     expect(org).toMatchObject({ rpm: null, tpm: 5000 });
   });
 
@@ -216,10 +218,10 @@ describe("hearth orgs limits", () => {
     const word = await hearth(["orgs", "create", "x1", "--rpm", "lots"]);
     expect(word.exitCode).toBe(1);
     expect(word.stderr).toContain("expected a whole number");
-    expect(await tenancy.getOrgByName("x1")).toBeNull();
+    expect(await tenancy.orgs.getByName("x1")).toBeNull();
     const unknown = await hearth(["orgs", "set-limits", "nobody", "--rpm", "5"]);
     expect(unknown).toMatchObject({ exitCode: 1, stderr: 'hearth: Organization "nobody" does not exist.\n' });
-    expect((await tenancy.getOrgByName("limited"))?.tpm).toBe(5000);
+    expect((await tenancy.orgs.getByName("limited"))?.tpm).toBe(5000);
   });
 });
 
@@ -239,12 +241,12 @@ describe("hearth keys create --expires-in", () => {
   });
 
   it.each(["0d", "-1h", "30x", "1.5h", "d", ""])("refuses %j", async (text) => {
-    const before = (await tenancy.listKeys("acme")).length;
+    const before = (await tenancy.keys.list("acme")).length;
     const result = await hearth(["keys", "create", "--org", "acme", "--expires-in", text]);
     expect(result.exitCode).toBe(1);
     expect(result.stderr).toContain("expected a positive duration");
     expect(result.requests).toEqual([]);
-    expect(await tenancy.listKeys("acme")).toHaveLength(before);
+    expect(await tenancy.keys.list("acme")).toHaveLength(before);
   });
 
   it("parses durations", () => {
@@ -269,7 +271,7 @@ describe("hearth users", () => {
     );
     const password = lastLine(result.stdout);
     expect(password).toMatch(/^[0-9A-Za-z]{22}$/);
-    const users = await tenancy.listUsers("acme");
+    const users = await tenancy.users.list("acme");
     expect(users).toEqual([expect.objectContaining({ email: "ann@example.com", role: "owner" })]);
     // The password is stored nowhere in clear.
     const rows = await store.db.select().from(usersTable);
@@ -302,7 +304,7 @@ describe("hearth users", () => {
       expect(result.exitCode, args.join(" ")).toBe(1);
       expect(result.stderr).toMatch(stderr);
     }
-    expect((await tenancy.listUsers("acme")).map((u) => u.email)).toEqual([
+    expect((await tenancy.users.list("acme")).map((u) => u.email)).toEqual([
       "ann@example.com",
       "bob@example.com",
     ]);
@@ -331,7 +333,7 @@ describe("hearth audit", () => {
 
 describe("hearth usage", () => {
   beforeAll(async () => {
-    const acme = await tenancy.getOrgByName("acme");
+    const acme = await tenancy.orgs.getByName("acme");
     const meter = new PgUsageMeter(store.db, { onError: (err) => expect.fail(String(err)) });
     const base = { orgId: acme?.id ?? "", requestId: "req_cli", reasoningTokens: 0, latencyMs: 9 };
     meter.record({

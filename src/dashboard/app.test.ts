@@ -1,64 +1,58 @@
-// The dashboard in memory (app.request, PGlite): sign-in, cookies, CSRF, throttling, session expiry, keys and
-// members rules, org isolation. The same flows run in a real browser against a real server in test/e2e.
-import { randomBytes } from "node:crypto";
+// The dashboard in memory (app.request on the whole app, PGlite): sign-in, cookies, CSRF, throttling, session
+// expiry, keys and members rules, org isolation. The same flows run in a real browser against a real server in
+// test/e2e.
 import { eq } from "drizzle-orm";
-import { Hono } from "hono";
+import type { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FakeEngine } from "../../test/support/fake-engine.js";
 import { FormClient, pageText } from "../../test/support/form-client.js";
-import { type Backend, pgliteBackend } from "../../test/support/store-backends.js";
-import { openStore, type Store } from "../store/open-store.js";
+import { startTestApp, type TestApp } from "../../test/support/test-app.js";
+import type { AppEnv } from "../app/env.js";
+import type { Store } from "../store/open-store.js";
 import { apiKeys, auditLog, sessions } from "../store/schema.js";
-import { TenancyService } from "../tenancy/tenancy-service.js";
-import { createDashboardApp } from "./app.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
 import { createSignInThrottle } from "./sign-in-throttle.js";
 
-const FAST_SCRYPT = { N: 1 << 10, r: 8, p: 1 };
 const HOUR = 3_600_000;
 
-let backend: Backend;
+let harness: TestApp<FakeEngine>;
 let store: Store;
-let tenancy: TenancyService;
+let tenancy: Tenancy;
 let clock = Date.parse("2031-05-01T00:00:00Z");
-const app = new Hono();
+let app: Hono<AppEnv>;
 let owner: { email: string; password: string };
 const memberPassword = "member password 1";
 const otherPassword = "other password 1";
 
 beforeAll(async () => {
-  backend = await pgliteBackend();
-  store = await openStore(backend.options);
-  tenancy = new TenancyService(store.db, {
-    keySecret: randomBytes(32),
-    modelIds: ["tiny"],
-    passwordParams: FAST_SCRYPT,
-    now: () => clock,
+  harness = await startTestApp({
+    models: [{ id: "tiny" }],
+    tenancy: { now: () => clock },
+    app: {
+      dashboard: {
+        sessionIdleMs: HOUR,
+        sessionLifetimeMs: 4 * HOUR,
+        throttle: createSignInThrottle([{ per: "account-and-address", failures: 3, windowSeconds: 1 }]),
+      },
+    },
+    bootstrap: false,
   });
+  ({ store, app } = harness);
+  tenancy = harness.services.tenancy;
   const boot = await tenancy.bootstrap(["tiny"], { ownerEmail: "owner@hearth.localhost" });
   owner = boot?.owner ?? { email: "", password: "" };
-  await tenancy.createUser({ orgName: "default", email: "member@acme.test", password: memberPassword });
-  await tenancy.createOrg("other");
-  await tenancy.createUser({
+  await tenancy.users.create({ orgName: "default", email: "member@acme.test", password: memberPassword });
+  await tenancy.orgs.create("other");
+  await tenancy.users.create({
     orgName: "other",
     email: "other@other.test",
     password: otherPassword,
     role: "owner",
   });
-  // Mounted as create-app.ts mounts it.
-  app.route(
-    "/dashboard",
-    createDashboardApp({
-      tenancy,
-      sessionIdleMs: HOUR,
-      sessionLifetimeMs: 4 * HOUR,
-      throttle: createSignInThrottle([{ per: "account-and-address", failures: 3, windowSeconds: 1 }]),
-    }),
-  );
 });
 
 afterAll(async () => {
-  await tenancy?.dispose();
-  await store?.close();
-  await backend?.cleanup();
+  await harness?.close();
 });
 
 /** The dashboard in memory, with the sign-in form filled in. */
@@ -182,7 +176,7 @@ describe("API keys", () => {
     expect(res.headers.get("cache-control")).toBe("no-store");
     const html = await pageText(res);
     const secret = /id="secret-key" type="text" readonly="" value="(sk-[A-Za-z0-9]+)"/.exec(html)?.[1] ?? "";
-    expect(await tenancy.verifyKey(secret)).not.toBeNull();
+    expect(await tenancy.keys.verify(secret)).not.toBeNull();
     expect(html).toContain("You won't see it again");
     expect(html).toContain(`sk-…${secret.slice(-4)}`);
     const list = await (await client.get("/dashboard/keys")).text();
@@ -193,13 +187,13 @@ describe("API keys", () => {
       .where(eq(auditLog.action, "key.create"))
       .orderBy(auditLog.id);
     expect(row).toBeDefined();
-    const audits = await tenancy.listAudit({ orgName: "default", limit: 5 });
+    const audits = await tenancy.audit.list({ orgName: "default", limit: 5 });
     expect(audits[0]?.actor).toMatch(/^user_/);
   });
 
   it("refuses a change without or with a wrong CSRF token, in words, changing nothing", async () => {
     const client = await signedIn(owner.email, owner.password);
-    const before = (await tenancy.listKeys("default")).length;
+    const before = (await tenancy.keys.list("default")).length;
     for (const form of [
       { org: "default", name: "x" },
       { org: "default", name: "x", _csrf: "forged" },
@@ -208,11 +202,11 @@ describe("API keys", () => {
       expect(res.status).toBe(403);
       expect(await res.text()).toContain("security token is missing or wrong");
     }
-    expect(await tenancy.listKeys("default")).toHaveLength(before);
+    expect(await tenancy.keys.list("default")).toHaveLength(before);
   });
 
   it("keeps orgs apart: no listing, no revoking another org's key by a forged post", async () => {
-    const target = await tenancy.createKey("default", { name: "victim" });
+    const target = await tenancy.keys.create("default", { name: "victim" });
     const intruder = await signedIn("other@other.test", otherPassword);
     const page = await (await intruder.get("/dashboard/keys")).text();
     expect(page).not.toContain(target.id);
@@ -225,11 +219,11 @@ describe("API keys", () => {
     const foreign = await intruder.post(`/dashboard/keys/${target.id}/revoke`, { _csrf, org: "default" });
     expect(foreign.status).toBe(403);
     expect(await foreign.text()).toContain("You are not a member of the organization");
-    expect(await tenancy.verifyKey(target.key)).not.toBeNull();
+    expect(await tenancy.keys.verify(target.key)).not.toBeNull();
   });
 
   it("revokes with a confirmation page (no JS) and a redirect that names the key", async () => {
-    const key = await tenancy.createKey("default", { name: "old" });
+    const key = await tenancy.keys.create("default", { name: "old" });
     const client = await signedIn(owner.email, owner.password);
     const confirm = await (await client.get(`/dashboard/keys/${key.id}/revoke`)).text();
     expect(confirm).toContain("Revoke key</button>");
@@ -238,7 +232,7 @@ describe("API keys", () => {
     expect(res.status).toBe(303);
     const page = await pageText(await client.get(res.headers.get("location") ?? ""));
     expect(page).toContain(`Revoked "old" (sk-…${key.key.slice(-4)})`);
-    expect(await tenancy.verifyKey(key.key)).toBeNull();
+    expect(await tenancy.keys.verify(key.key)).toBeNull();
   });
 });
 
@@ -268,7 +262,7 @@ describe("members", () => {
     expect(password.length).toBeGreaterThan(16);
     expect(await tenancy.members.authenticate("new@acme.test", password)).not.toBeNull();
 
-    const users = await tenancy.listUsers("default");
+    const users = await tenancy.users.list("default");
     const ownerId = users.find((u) => u.email === owner.email)?.id ?? "";
     const newId = users.find((u) => u.email === "new@acme.test")?.id ?? "";
     const demoteSelf = await client.post(`/dashboard/members/${ownerId}/role`, {
@@ -285,13 +279,13 @@ describe("members", () => {
       role: "owner",
     });
     expect(promote.status).toBe(303);
-    expect((await tenancy.listUsers("default")).find((u) => u.id === newId)?.role).toBe("owner");
+    expect((await tenancy.users.list("default")).find((u) => u.id === newId)?.role).toBe("owner");
 
     const remove = await client.post(`/dashboard/members/${newId}/remove`, { _csrf, org: "default" });
     expect(remove.status).toBe(303);
-    expect((await tenancy.listUsers("default")).map((u) => u.id)).not.toContain(newId);
+    expect((await tenancy.users.list("default")).map((u) => u.id)).not.toContain(newId);
     expect(await tenancy.members.authenticate("new@acme.test", password)).toBeNull();
-    const actions = (await tenancy.listAudit({ orgName: "default", limit: 4 })).map((e) => e.action);
+    const actions = (await tenancy.audit.list({ orgName: "default", limit: 4 })).map((e) => e.action);
     expect(actions).toEqual(["member.remove", "member.role", "member.add", "user.create"]);
   });
 
@@ -306,5 +300,30 @@ describe("members", () => {
     expect(page).toContain('<option value="other">other</option>');
     const stored = await store.db.select().from(apiKeys).where(eq(apiKeys.orgId, "nope"));
     expect(stored).toEqual([]);
+  });
+});
+
+describe("security headers", () => {
+  const CSP =
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; " +
+    "frame-ancestors 'none'; base-uri 'none'";
+
+  it("sends the same policy on pages, redirects and assets; pages are never cached", async () => {
+    const client = new Client();
+    const responses = {
+      page: await client.get("/dashboard/sign-in"),
+      redirect: await client.get("/dashboard/keys"),
+      asset: await client.get("/dashboard/assets/dashboard.css"),
+    };
+    for (const [name, res] of Object.entries(responses)) {
+      expect(res.headers.get("content-security-policy"), name).toBe(CSP);
+      expect(res.headers.get("x-frame-options"), name).toBe("DENY");
+      expect(res.headers.get("x-content-type-options"), name).toBe("nosniff");
+      expect(res.headers.get("referrer-policy"), name).toBe("no-referrer");
+      // HTTPS-only is the TLS proxy's decision, not the dashboard's.
+      expect(res.headers.get("strict-transport-security"), name).toBeNull();
+    }
+    expect(responses.page.headers.get("cache-control")).toBe("no-store");
+    expect(responses.asset.headers.get("cache-control")).toBe("public, max-age=3600");
   });
 });

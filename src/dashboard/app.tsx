@@ -4,12 +4,14 @@
 // Adding a page: write pages/<name>.tsx exporting register<Name>(app, deps) (see pages/keys.tsx), and register it
 // below in place of its registerComingPage line. Routes registered after requireSession get `c.var.auth` and
 // CSRF-checked POSTs for free; layout.tsx has the frame, forms, notices and dialogs.
+import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { secureHeaders } from "hono/secure-headers";
 import type { Redis } from "ioredis";
 import type { Logger } from "../observability/logger.js";
-import type { TenancyService } from "../tenancy/tenancy-service.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
 import { DASHBOARD_CSS, DASHBOARD_JS } from "./assets.js";
 import { CsrfTokens } from "./csrf.js";
 import { errorPage } from "./layout.js";
@@ -29,7 +31,7 @@ export const DEFAULT_SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
 const MAX_FORM_BYTES = 64 * 1024;
 
 export interface DashboardOptions {
-  tenancy: TenancyService;
+  tenancy: Tenancy;
   logger?: Logger | undefined;
   /** Where the app is mounted (default "/dashboard"): links and the cookie path use it. */
   base?: string | undefined;
@@ -60,21 +62,29 @@ export interface DashboardOptions {
 }
 
 // Pages load nothing but the dashboard's own stylesheet and script, and cannot be framed (clickjacking).
-const CONTENT_SECURITY_POLICY = [
-  "default-src 'none'",
-  "style-src 'self'",
-  "script-src 'self'",
-  "img-src 'self'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-].join("; ");
+// Strict-Transport-Security stays off: Hearth serves plain HTTP itself, and whether a host (and with
+// includeSubDomains its whole domain) is HTTPS-only is for the deployment's TLS proxy to say.
+const SECURITY_HEADERS = secureHeaders({
+  contentSecurityPolicy: {
+    defaultSrc: ["'none'"],
+    styleSrc: ["'self'"],
+    scriptSrc: ["'self'"],
+    imgSrc: ["'self'"],
+    formAction: ["'self'"],
+    frameAncestors: ["'none'"],
+    baseUri: ["'none'"],
+  },
+  xFrameOptions: "DENY",
+  referrerPolicy: "no-referrer",
+  xContentTypeOptions: "nosniff",
+  strictTransportSecurity: false,
+});
 
 export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv> {
   const base = options.base ?? "/dashboard";
   const deps: DashboardDeps = {
     tenancy: options.tenancy,
-    csrf: new CsrfTokens(options.csrfSecret ?? options.tenancy.deriveSecret("dashboard-csrf")),
+    csrf: new CsrfTokens(options.csrfSecret ?? options.tenancy.keys.deriveSecret("dashboard-csrf")),
     sessionPolicy: {
       idleMs: options.sessionIdleMs ?? DEFAULT_SESSION_IDLE_MS,
       lifetimeMs: options.sessionLifetimeMs ?? DEFAULT_SESSION_LIFETIME_MS,
@@ -95,12 +105,10 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
   app.use("*", async (c, next) => {
     c.set("base", base);
     await next();
-    c.header("content-security-policy", CONTENT_SECURITY_POLICY);
-    c.header("x-content-type-options", "nosniff");
-    c.header("x-frame-options", "DENY");
-    c.header("referrer-policy", "no-referrer");
+    // secureHeaders has no Cache-Control; pages (per-user, with CSRF tokens) are never cached, assets say so.
     if (!c.res.headers.has("cache-control")) c.header("cache-control", "no-store");
   });
+  app.use("*", SECURITY_HEADERS);
   app.use(
     "*",
     bodyLimit({
@@ -150,7 +158,7 @@ function asset(c: Context<DashboardEnv>, body: string, type: string): Response {
 }
 
 function socketAddress(c: Context): string {
-  // The Node server puts the socket on c.env; in-memory requests (tests) have none.
-  const incoming = (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming;
-  return incoming?.socket?.remoteAddress ?? "unknown";
+  // getConnInfo reads the Node server's bindings; in-memory requests (app.request() in tests) have none.
+  if (c.env === undefined) return "unknown";
+  return getConnInfo(c).remote.address ?? "unknown";
 }

@@ -1,7 +1,13 @@
-// The audit trail: the registry of actions, who can act, and the one writer used inside each change's transaction.
-
+// The audit trail: the registry of actions, who can act, the one writer used inside each change's transaction,
+// and the reader (newest first, by org, paged).
+import { and, desc, eq, lt } from "drizzle-orm";
 import type { StoreDb } from "../store/open-store.js";
 import { auditLog } from "../store/schema.js";
+import { TenancyValidationError } from "./errors.js";
+import { requireOrgRow, type StoreTx } from "./tenancy-store.js";
+import type { AuditQuery } from "./types.js";
+
+const MAX_AUDIT_PAGE = 1000;
 
 /** Changes the admin API (and so the CLI) can make; the dashboard makes them too. */
 export const AUDIT_ACTIONS = Object.freeze([
@@ -43,8 +49,6 @@ export interface AuditRecord {
   at: Date;
 }
 
-type StoreTx = Parameters<Parameters<StoreDb["transaction"]>[0]>[0];
-
 /** Writes one audit row with the change's own transaction, so a change and its record commit or fail together. */
 export async function writeAudit(tx: StoreTx, record: AuditRecord): Promise<void> {
   await tx.insert(auditLog).values({
@@ -55,4 +59,29 @@ export async function writeAudit(tx: StoreTx, record: AuditRecord): Promise<void
     details: record.details ?? null,
     at: record.at,
   });
+}
+
+export class AuditService {
+  constructor(private readonly db: StoreDb) {}
+
+  /** Audit entries, newest first. */
+  async list(query: AuditQuery = {}): Promise<AuditEntry[]> {
+    const limit = query.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_AUDIT_PAGE) {
+      throw new TenancyValidationError(`limit must be a whole number from 1 to ${MAX_AUDIT_PAGE}.`, "limit");
+    }
+    const conditions = [];
+    if (query.orgName !== undefined) {
+      const org = await requireOrgRow(this.db, query.orgName);
+      conditions.push(eq(auditLog.orgId, org.id));
+    }
+    if (query.beforeId !== undefined) conditions.push(lt(auditLog.id, query.beforeId));
+    const rows = await this.db
+      .select()
+      .from(auditLog)
+      .where(and(...conditions))
+      .orderBy(desc(auditLog.id))
+      .limit(limit);
+    return rows.map((r) => ({ ...r, action: r.action as AuditAction }));
+  }
 }

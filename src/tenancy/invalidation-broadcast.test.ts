@@ -9,7 +9,7 @@ import { createLogger } from "../observability/logger.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { closeRedis, connectRedis } from "../store/redis.js";
 import { InvalidationBroadcast } from "./invalidation-broadcast.js";
-import { TenancyService } from "./tenancy-service.js";
+import { createTenancy, type Tenancy } from "./tenancy.js";
 
 const REDIS_URL = process.env.HEARTH_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 const logger = createLogger("silent");
@@ -20,7 +20,7 @@ let backend: Backend;
 let store: Store;
 const connections: Redis[] = [];
 const broadcasts: InvalidationBroadcast[] = [];
-const services: TenancyService[] = [];
+const services: Tenancy[] = [];
 
 beforeAll(async () => {
   backend = await pgliteBackend();
@@ -35,8 +35,8 @@ afterAll(async () => {
   await backend?.cleanup();
 });
 
-async function replica(channel: string | undefined): Promise<TenancyService> {
-  const tenancy = new TenancyService(store.db, { keySecret, modelIds: ["tiny", "small"], now: () => FROZEN });
+async function replica(channel: string | undefined): Promise<Tenancy> {
+  const tenancy = createTenancy(store.db, { keySecret, modelIds: ["tiny", "small"], now: () => FROZEN });
   services.push(tenancy);
   if (channel === undefined) return tenancy;
   const redis = connectRedis(REDIS_URL, logger);
@@ -64,33 +64,33 @@ describe("cache invalidation broadcast", () => {
     const channel = `hearth:test:invalidate:${randomBytes(6).toString("hex")}`;
     const a = await replica(channel);
     const b = await replica(channel);
-    await a.createOrg("acme", ["tiny"]);
-    const created = await a.createKey("acme");
+    await a.orgs.create("acme", ["tiny"]);
+    const created = await a.keys.create("acme");
     const orgId = created.orgId;
 
-    expect(await b.verifyKey(created.key)).toMatchObject({ orgId, rpm: null });
-    expect([...(await b.allowedModels(orgId))]).toEqual(["tiny"]);
+    expect(await b.keys.verify(created.key)).toMatchObject({ orgId, rpm: null });
+    expect([...(await b.orgs.allowedModels(orgId))]).toEqual(["tiny"]);
 
-    await a.setLimits("acme", { rpm: 5 });
-    await until(async () => (await b.verifyKey(created.key))?.rpm === 5);
+    await a.orgs.setLimits("acme", { rpm: 5 });
+    await until(async () => (await b.keys.verify(created.key))?.rpm === 5);
 
-    await a.grantModel("acme", "small");
-    await until(async () => (await b.allowedModels(orgId)).has("small"));
-    await a.revokeModel("acme", "tiny");
-    await until(async () => !(await b.allowedModels(orgId)).has("tiny"));
+    await a.orgs.grantModel("acme", "small");
+    await until(async () => (await b.orgs.allowedModels(orgId)).has("small"));
+    await a.orgs.revokeModel("acme", "tiny");
+    await until(async () => !(await b.orgs.allowedModels(orgId)).has("tiny"));
 
-    await a.revokeKey(created.id);
-    await until(async () => (await b.verifyKey(created.key)) === null);
+    await a.keys.revoke(created.id);
+    await until(async () => (await b.keys.verify(created.key)) === null);
   });
 
   it("control: without the broadcast the other replica keeps its cached key (the clock is frozen)", async () => {
     const a = await replica(undefined);
     const b = await replica(undefined);
-    await a.createOrg("solo", ["tiny"]);
-    const created = await a.createKey("solo");
-    expect(await b.verifyKey(created.key)).not.toBeNull();
-    await a.revokeKey(created.id);
-    expect(await a.verifyKey(created.key)).toBeNull();
-    expect(await b.verifyKey(created.key)).not.toBeNull();
+    await a.orgs.create("solo", ["tiny"]);
+    const created = await a.keys.create("solo");
+    expect(await b.keys.verify(created.key)).not.toBeNull();
+    await a.keys.revoke(created.id);
+    expect(await a.keys.verify(created.key)).toBeNull();
+    expect(await b.keys.verify(created.key)).not.toBeNull();
   });
 });

@@ -5,7 +5,8 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../observability/logger.js";
-import type { CacheInvalidation, TenancyService } from "./tenancy-service.js";
+import type { CacheInvalidation, CacheInvalidations } from "./invalidation.js";
+import type { Tenancy } from "./tenancy.js";
 
 export const INVALIDATION_CHANNEL = "hearth:tenancy:invalidate";
 
@@ -29,12 +30,11 @@ export class InvalidationBroadcast {
   private readonly subscriber: Redis;
   private readonly logger: Logger;
   private readonly channel: string;
+  private readonly invalidation: Pick<CacheInvalidations, "invalidate" | "onInvalidation">;
 
   /** Publishes this replica's changes and applies the other replicas' to `tenancy`. */
-  constructor(
-    private readonly tenancy: Pick<TenancyService, "invalidate" | "onInvalidation">,
-    options: InvalidationBroadcastOptions,
-  ) {
+  constructor(tenancy: Pick<Tenancy, "invalidation">, options: InvalidationBroadcastOptions) {
+    this.invalidation = tenancy.invalidation;
     this.redis = options.redis;
     this.logger = options.logger;
     this.channel = options.channel ?? INVALIDATION_CHANNEL;
@@ -52,7 +52,7 @@ export class InvalidationBroadcast {
     this.subscriber.on("message", (channel: string, text: string) => {
       if (channel === this.channel) this.receive(text);
     });
-    tenancy.onInvalidation((event) => this.publish(event));
+    this.invalidation.onInvalidation((event) => this.publish(event));
   }
 
   async close(): Promise<void> {
@@ -77,7 +77,7 @@ export class InvalidationBroadcast {
       this.logger.warn("ignored a malformed cache invalidation message");
       return;
     }
-    if (message.origin !== this.origin) this.tenancy.invalidate(message.event);
+    if (message.origin !== this.origin) this.invalidation.invalidate(message.event);
   }
 }
 

@@ -6,8 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Backend, STORE_BACKENDS } from "../../test/support/store-backends.js";
 import { openStore, type Store } from "../store/open-store.js";
 import { auditLog, sessions, users } from "../store/schema.js";
+import { DEFAULT_OWNER_EMAIL } from "./bootstrap.js";
 import { AlreadyMemberError, LastOwnerError, MemberNotFoundError } from "./errors.js";
-import { DEFAULT_OWNER_EMAIL, TenancyService } from "./tenancy-service.js";
+import { createTenancy, type Tenancy } from "./tenancy.js";
 
 const FAST_SCRYPT = { N: 1 << 10, r: 8, p: 1 };
 const POLICY = { idleMs: 60 * 60_000, lifetimeMs: 24 * 60 * 60_000 };
@@ -15,14 +16,14 @@ const POLICY = { idleMs: 60 * 60_000, lifetimeMs: 24 * 60 * 60_000 };
 describe.each(STORE_BACKENDS)("members and sessions on %s", (_name, makeBackend) => {
   let backend: Backend;
   let store: Store;
-  let tenancy: TenancyService;
+  let tenancy: Tenancy;
   let clock = Date.parse("2031-05-01T00:00:00Z");
   let ownerPassword = "";
 
   beforeAll(async () => {
     backend = await makeBackend();
     store = await openStore(backend.options);
-    tenancy = new TenancyService(store.db, {
+    tenancy = createTenancy(store.db, {
       keySecret: randomBytes(32),
       modelIds: ["tiny"],
       passwordParams: FAST_SCRYPT,
@@ -53,7 +54,7 @@ describe.each(STORE_BACKENDS)("members and sessions on %s", (_name, makeBackend)
   });
 
   it("keeps at least one owner, even when two owners demote each other at the same time", async () => {
-    await tenancy.createOrg("duo");
+    await tenancy.orgs.create("duo");
     const a = await tenancy.members.add({
       orgName: "duo",
       email: "a@duo.test",
@@ -73,16 +74,16 @@ describe.each(STORE_BACKENDS)("members and sessions on %s", (_name, makeBackend)
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
     const refused = results.find((r) => r.status === "rejected");
     expect(refused?.status === "rejected" && refused.reason).toBeInstanceOf(LastOwnerError);
-    const roles = (await tenancy.listUsers("duo")).map((u) => u.role).sort();
+    const roles = (await tenancy.users.list("duo")).map((u) => u.role).sort();
     expect(roles).toEqual(["member", "owner"]);
-    const lastOwner = (await tenancy.listUsers("duo")).find((u) => u.role === "owner");
+    const lastOwner = (await tenancy.users.list("duo")).find((u) => u.role === "owner");
     await expect(tenancy.members.remove("duo", lastOwner?.id ?? "", "admin")).rejects.toBeInstanceOf(
       LastOwnerError,
     );
   });
 
   it("adds an existing account to a second org; removing its last membership deletes the account", async () => {
-    await tenancy.createOrg("second");
+    await tenancy.orgs.create("second");
     const first = await tenancy.members.add({
       orgName: "second",
       email: "x@second.test",

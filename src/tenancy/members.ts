@@ -20,6 +20,7 @@ import {
   type ScryptParams,
   verifyPassword,
 } from "./password.js";
+import { requireOrgRow, type StoreTx } from "./tenancy-store.js";
 import {
   type AddedMember,
   type AddMemberInput,
@@ -33,8 +34,6 @@ import {
 const MAX_EMAIL_LENGTH = 254;
 // Deliberately loose: one "@", something on each side, a dot in the domain. Delivery is the real test.
 const EMAIL_PATTERN = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
-type StoreTx = Parameters<Parameters<StoreDb["transaction"]>[0]>[0];
 
 export function normaliseEmail(raw: string): string {
   const email = raw.trim().toLowerCase();
@@ -115,7 +114,7 @@ export class MemberService {
   async add(input: AddMemberInput): Promise<AddedMember> {
     const email = normaliseEmail(input.email);
     assertRole(input.role);
-    const org = await requireOrg(this.db, input.orgName);
+    const org = await requireOrgRow(this.db, input.orgName);
     const [existing] = await this.db.select({ id: users.id }).from(users).where(eq(users.email, email));
     // Hash before the transaction: scrypt is slow and holds no lock.
     const fresh = existing === undefined ? choosePassword(input.password) : undefined;
@@ -241,12 +240,6 @@ export class MemberService {
  */
 async function lockOrg(tx: StoreTx, name: string): Promise<OrganizationRow> {
   const [row] = await tx.select().from(organizations).where(eq(organizations.name, name)).for("update");
-  if (row === undefined) throw new OrgNotFoundError(name);
-  return row;
-}
-
-async function requireOrg(exec: StoreDb | StoreTx, name: string): Promise<OrganizationRow> {
-  const [row] = await exec.select().from(organizations).where(eq(organizations.name, name)).limit(1);
   if (row === undefined) throw new OrgNotFoundError(name);
   return row;
 }

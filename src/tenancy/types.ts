@@ -1,4 +1,4 @@
-// The tenancy service's value types: what callers get back and pass in. Never a secret except in Created*.
+// The tenancy services' value types: what callers get back and pass in. Never a secret except in Created*.
 import type { Actor } from "./audit.js";
 
 export const MEMBERSHIP_ROLES = Object.freeze(["owner", "member"] as const);

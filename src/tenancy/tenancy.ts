@@ -1,0 +1,87 @@
+// The tenancy services built once over the store: the typed bag that the server, admin API, dashboard and tests use.
+import type { StoreDb } from "../store/open-store.js";
+import { AuditService } from "./audit.js";
+import { bootstrap } from "./bootstrap.js";
+import { CacheInvalidations } from "./invalidation.js";
+import { KeyService } from "./keys.js";
+import { MemberService } from "./members.js";
+import { OrgService } from "./orgs.js";
+import type { ScryptParams } from "./password.js";
+import { SessionService } from "./sessions.js";
+import type { BootstrapOptions, BootstrapResult } from "./types.js";
+import { UserService } from "./users.js";
+
+export interface TenancyOptions {
+  /** HMAC key for API keys (see auth/key-secret.ts). */
+  keySecret: Uint8Array;
+  /** Ids of the configured models; grants of anything else are refused. */
+  modelIds: readonly string[];
+  /** How long verified keys and grant sets are cached: the delay before a change made elsewhere takes effect. */
+  cacheTtlMs?: number;
+  cacheMaxEntries?: number;
+  /** How long key uses wait in memory before last_used_at is written (default 5 s). */
+  lastUsedFlushMs?: number;
+  /** Where background failures (a failed last-used flush) are reported; default: a process warning. */
+  onBackgroundError?: (err: unknown) => void;
+  /** scrypt cost for new passwords; tests lower it. */
+  passwordParams?: ScryptParams;
+  now?: () => number;
+}
+
+export interface Tenancy {
+  /** Organizations, limits, model grants and the grant cache. */
+  readonly orgs: OrgService;
+  /** API keys, the verified-key cache and last-used times; derives secrets from the server key secret. */
+  readonly keys: KeyService;
+  /** Users created by the operator, and an org's user list. */
+  readonly users: UserService;
+  /** The audit trail's reader. */
+  readonly audit: AuditService;
+  /** Dashboard users' memberships and the owners' member management. */
+  readonly members: MemberService;
+  /** Dashboard sign-in sessions. */
+  readonly sessions: SessionService;
+  /** Drops stale cache entries on every change; the Redis broadcast listens to it and feeds it. */
+  readonly invalidation: CacheInvalidations;
+  /** First start on an empty store (see bootstrap.ts); null when any org exists. */
+  bootstrap(modelIds: readonly string[], options?: BootstrapOptions): Promise<BootstrapResult | null>;
+  /** Writes the key uses noted since the last flush (they are otherwise written every few seconds). */
+  flush(): Promise<void>;
+  /** Flushes pending key uses and stops the timer; call before closing the store. */
+  dispose(): Promise<void>;
+}
+
+export function createTenancy(db: StoreDb, options: TenancyOptions): Tenancy {
+  const now = options.now ?? Date.now;
+  // Keys and grant sets share one policy: a change made elsewhere shows within the same TTL for both.
+  const cache = { ttlMs: options.cacheTtlMs ?? 1000, maxEntries: options.cacheMaxEntries ?? 10_000, now };
+  const invalidation = new CacheInvalidations();
+  const orgs = new OrgService(db, { modelIds: options.modelIds, cache, invalidation, now });
+  const keys = new KeyService(db, {
+    keySecret: options.keySecret,
+    cache,
+    lastUsed: {
+      flushIntervalMs: options.lastUsedFlushMs ?? 5000,
+      onError:
+        options.onBackgroundError ??
+        ((err) => process.emitWarning(`hearth: could not record API key use: ${String(err)}`)),
+    },
+    invalidation,
+    now,
+  });
+  const users = new UserService(db, { passwordParams: options.passwordParams, now });
+  const bootstrapDeps = { db, orgs, keys, users, passwordParams: options.passwordParams };
+  return Object.freeze({
+    orgs,
+    keys,
+    users,
+    audit: new AuditService(db),
+    members: new MemberService(db, { passwordParams: options.passwordParams, now }),
+    sessions: new SessionService(db, now),
+    invalidation,
+    bootstrap: (modelIds: readonly string[], bootstrapOptions: BootstrapOptions = {}) =>
+      bootstrap(bootstrapDeps, modelIds, bootstrapOptions),
+    flush: () => keys.flush(),
+    dispose: () => keys.dispose(),
+  });
+}
