@@ -1,44 +1,41 @@
-import { mkdtempSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+// The admin API on the whole app in memory (app.request, PGlite): the operator's orgs, grants, limits, keys, users,
+// usage and audit trail, the admin token, and the errors of each route.
+import { statSync } from "node:fs";
 import { join } from "node:path";
-import { Hono } from "hono";
+import type { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FakeEngine } from "../../test/support/fake-engine.js";
+import { startTestApp, type TestApp } from "../../test/support/test-app.js";
 import type { AppEnv } from "../app/env.js";
-import { apiErrorResponse, mapDomainError } from "../app/error-mapping.js";
-import { openStore, type Store } from "../store/open-store.js";
+import type { Store } from "../store/open-store.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
-import { TenancyService } from "../tenancy/tenancy-service.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
 import { PgUsageMeter } from "../usage/pg-meter.js";
-import { UsageQueries } from "../usage/queries.js";
 import type { UsageRecord } from "../usage/types.js";
-import { createAdminApp } from "./admin-app.js";
 import { loadOrCreateAdminToken, readAdminToken } from "./admin-token.js";
 
 const ADMIN_TOKEN = "hearth-admin-test-token";
 const MODELS = ["tiny", "small", "vendor/big"];
 
+let harness: TestApp<FakeEngine>;
 let dir: string;
 let store: Store;
-let tenancy: TenancyService;
+let tenancy: Tenancy;
 let app: Hono<AppEnv>;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "hearth-admin-"));
-  store = await openStore({ dataDir: dir });
-  tenancy = new TenancyService(store.db, {
-    keySecret: Buffer.alloc(32, 3),
-    modelIds: MODELS,
-    passwordParams: { N: 1 << 10, r: 8, p: 1 },
+  harness = await startTestApp({
+    models: MODELS.map((id) => ({ id })),
+    adminToken: ADMIN_TOKEN,
+    bootstrap: false,
   });
-  app = new Hono<AppEnv>();
-  app.route("/admin/v1", createAdminApp(tenancy, ADMIN_TOKEN, { usage: new UsageQueries(store.db) }));
-  app.onError((err, c) => apiErrorResponse(c, mapDomainError(err)));
+  ({ store, app } = harness);
+  dir = harness.config.dataDir;
+  tenancy = harness.services.tenancy;
 });
 
 afterAll(async () => {
-  await tenancy?.dispose();
-  await store?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await harness?.close();
 });
 
 interface ErrorJson {
@@ -91,13 +88,13 @@ describe("admin authentication", () => {
     expect(res.status).toBe(401);
     // Also for writes: nothing may be created without the token.
     expectError(await admin("POST", "/orgs", { name: "sneaky" }, "wrong"), 401, "invalid_admin_token");
-    expect(await tenancy.getOrgByName("sneaky")).toBeNull();
+    expect(await tenancy.orgs.getByName("sneaky")).toBeNull();
   });
 
   it("never accepts an API key in place of the admin token", async () => {
-    await tenancy.createOrg("keyholder", ["tiny"]);
-    const key = await tenancy.createKey("keyholder");
-    expect(await tenancy.verifyKey(key.key)).not.toBeNull();
+    await tenancy.orgs.create("keyholder", ["tiny"]);
+    const key = await tenancy.keys.create("keyholder");
+    expect(await tenancy.keys.verify(key.key)).not.toBeNull();
     expectError(await admin("GET", "/orgs", undefined, key.key), 401, "invalid_admin_token");
   });
 
@@ -154,7 +151,7 @@ describe("organizations and grants", () => {
       "unknown_model",
       "models",
     );
-    expect(await tenancy.getOrgByName("x")).toBeNull();
+    expect(await tenancy.orgs.getByName("x")).toBeNull();
   });
 
   it("grants and revokes models", async () => {
@@ -168,8 +165,8 @@ describe("organizations and grants", () => {
     await admin("POST", "/orgs/acme/grants", { model: "vendor/big" });
     expect((await admin("DELETE", "/orgs/acme/grants/vendor/big")).json.models).toEqual(["small", "tiny"]);
     expect((await admin("DELETE", "/orgs/acme/grants/tiny")).json.models).toEqual(["small"]);
-    const acme = await tenancy.getOrgByName("acme");
-    expect(await tenancy.allowedModels(acme?.id ?? "")).toEqual(new Set(["small"]));
+    const acme = await tenancy.orgs.getByName("acme");
+    expect(await tenancy.orgs.allowedModels(acme?.id ?? "")).toEqual(new Set(["small"]));
   });
 
   it("maps grant failures to 400 and 404", async () => {
@@ -198,7 +195,7 @@ describe("keys", () => {
     const expiresIn = Date.parse(created.json.expires_at) - Date.parse(created.json.created_at);
     expect(expiresIn).toBeGreaterThan(3590_000);
     expect(expiresIn).toBeLessThan(3610_000);
-    expect((await tenancy.verifyKey(key))?.orgName).toBe("acme");
+    expect((await tenancy.keys.verify(key))?.orgName).toBe("acme");
 
     const noBody = await app.request("/admin/v1/orgs/acme/keys", {
       method: "POST",
@@ -219,7 +216,7 @@ describe("keys", () => {
     const revoked = await admin("DELETE", `/keys/${created.json.id}`);
     expect(revoked.status).toBe(200);
     expect(revoked.json.revoked_at).not.toBeNull();
-    expect(await tenancy.verifyKey(key)).toBeNull();
+    expect(await tenancy.keys.verify(key)).toBeNull();
   });
 
   it("maps key failures to 400 and 404", async () => {
@@ -398,7 +395,7 @@ describe("usage", () => {
   });
 
   beforeAll(async () => {
-    const org = await tenancy.createOrg("usage-org", ["tiny"]);
+    const org = await tenancy.orgs.create("usage-org", ["tiny"]);
     const meter = new PgUsageMeter(store.db, { onError: (err) => expect.fail(String(err)) });
     meter.record(record(org.id, "2030-05-01T10:00:00Z"));
     meter.record(record(org.id, "2030-05-01T23:00:00Z", { model: "small", status: "aborted" }));

@@ -5,24 +5,13 @@ import { Hono } from "hono";
 import type { z } from "zod";
 import type { AppEnv } from "../app/env.js";
 import { bearerCredential } from "../auth/require-api-key.js";
-import {
-  AdminAuthError,
-  type ApiError,
-  ConflictError,
-  InvalidRequestError,
-  NotFoundError,
-} from "../errors/api-error.js";
+import { AdminAuthError } from "../errors/api-error.js";
+import { type DomainErrorHints, domainApiError } from "../errors/domain-errors.js";
+import { parseJsonBody, validate } from "../errors/validation.js";
 import { ADMIN_ACTOR } from "../tenancy/audit.js";
-import {
-  DuplicateOrgError,
-  DuplicateUserError,
-  GrantNotFoundError,
-  KeyNotFoundError,
-  OrgNotFoundError,
-  TenancyValidationError,
-  UnknownModelIdError,
-} from "../tenancy/errors.js";
-import type { Org, TenancyService } from "../tenancy/tenancy-service.js";
+import { OrgNotFoundError } from "../tenancy/errors.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
+import type { Org } from "../tenancy/types.js";
 import type { UsageQueries } from "../usage/queries.js";
 import { adminTokenMatches } from "./admin-token.js";
 import {
@@ -58,7 +47,7 @@ export function requireAdminToken(adminToken: string): MiddlewareHandler<AppEnv>
 }
 
 export function createAdminApp(
-  tenancy: TenancyService,
+  tenancy: Tenancy,
   adminToken: string,
   options: AdminAppOptions = {},
 ): Hono<AppEnv> {
@@ -66,7 +55,7 @@ export function createAdminApp(
   app.use("*", requireAdminToken(adminToken));
 
   app.get("/orgs", async (c) => {
-    const orgs = await tenancy.listOrgs();
+    const orgs = await tenancy.orgs.list();
     return c.json(listWire(orgs.map(orgWire)));
   });
 
@@ -74,8 +63,12 @@ export function createAdminApp(
     const body = await parseBody(c, createOrgBodySchema);
     const org = await domain(
       () =>
-        tenancy.createOrg(body.name, body.models ?? [], { rpm: body.rpm, tpm: body.tpm, actor: ADMIN_ACTOR }),
-      { model: "models" },
+        tenancy.orgs.create(body.name, body.models ?? [], {
+          rpm: body.rpm,
+          tpm: body.tpm,
+          actor: ADMIN_ACTOR,
+        }),
+      { param: "models" },
     );
     return c.json(orgWire(org), 201);
   });
@@ -83,20 +76,20 @@ export function createAdminApp(
   app.patch("/orgs/:name/limits", async (c) => {
     const body = await parseBody(c, setLimitsBodySchema);
     const org = await domain(() =>
-      tenancy.setLimits(c.req.param("name"), { rpm: body.rpm, tpm: body.tpm }, ADMIN_ACTOR),
+      tenancy.orgs.setLimits(c.req.param("name"), { rpm: body.rpm, tpm: body.tpm }, ADMIN_ACTOR),
     );
     return c.json(orgWire(org));
   });
 
   app.get("/orgs/:name/users", async (c) => {
-    const list = await domain(() => tenancy.listUsers(c.req.param("name")));
+    const list = await domain(() => tenancy.users.list(c.req.param("name")));
     return c.json(listWire(list.map(userWire)));
   });
 
   app.post("/orgs/:name/users", async (c) => {
     const body = await parseBody(c, createUserBodySchema);
     const user = await domain(() =>
-      tenancy.createUser({
+      tenancy.users.create({
         orgName: c.req.param("name"),
         email: body.email,
         password: body.password,
@@ -121,7 +114,7 @@ export function createAdminApp(
   app.get("/audit", async (c) => {
     const query = parseQuery(c, auditQuerySchema);
     const entries = await domain(() =>
-      tenancy.listAudit({ orgName: query.org, limit: query.limit, beforeId: query.before }),
+      tenancy.audit.list({ orgName: query.org, limit: query.limit, beforeId: query.before }),
     );
     return c.json(listWire(entries.map(auditWire)));
   });
@@ -132,20 +125,20 @@ export function createAdminApp(
 
   app.post("/orgs/:name/grants", async (c) => {
     const body = await parseBody(c, grantBodySchema);
-    const org = await domain(() => tenancy.grantModel(c.req.param("name"), body.model, ADMIN_ACTOR));
+    const org = await domain(() => tenancy.orgs.grantModel(c.req.param("name"), body.model, ADMIN_ACTOR));
     return c.json(orgWire(org));
   });
 
   // Model ids may contain "/" (e.g. "org/model"); the greedy pattern accepts them encoded or not.
   app.delete("/orgs/:name/grants/:model{.+}", async (c) => {
     const org = await domain(() =>
-      tenancy.revokeModel(c.req.param("name"), c.req.param("model"), ADMIN_ACTOR),
+      tenancy.orgs.revokeModel(c.req.param("name"), c.req.param("model"), ADMIN_ACTOR),
     );
     return c.json(orgWire(org));
   });
 
   app.get("/orgs/:name/keys", async (c) => {
-    const keys = await domain(() => tenancy.listKeys(c.req.param("name")));
+    const keys = await domain(() => tenancy.keys.list(c.req.param("name")));
     return c.json(listWire(keys.map(keyWire)));
   });
 
@@ -154,39 +147,28 @@ export function createAdminApp(
     const expiresAt =
       body.expires_in === undefined ? undefined : new Date(Date.now() + body.expires_in * 1000);
     const created = await domain(() =>
-      tenancy.createKey(c.req.param("name"), { name: body.name, expiresAt, actor: ADMIN_ACTOR }),
+      tenancy.keys.create(c.req.param("name"), { name: body.name, expiresAt, actor: ADMIN_ACTOR }),
     );
     return c.json(createdKeyWire(created), 201);
   });
 
   app.delete("/keys/:id", async (c) => {
-    const key = await domain(() => tenancy.revokeKey(c.req.param("id"), ADMIN_ACTOR));
+    const key = await domain(() => tenancy.keys.revoke(c.req.param("id"), ADMIN_ACTOR));
     return c.json(keyWire(key));
   });
 
   return app;
 }
 
-async function findOrg(tenancy: TenancyService, name: string): Promise<Org> {
-  const org = await tenancy.getOrgByName(name);
-  if (org === null) throw toAdminApiError(new OrgNotFoundError(name));
+async function findOrg(tenancy: Tenancy, name: string): Promise<Org> {
+  const org = await tenancy.orgs.getByName(name);
+  if (org === null) throw new OrgNotFoundError(name);
   return org;
 }
 
 /** Parses a JSON body (an empty body counts as `{}`) with `schema`; 400 with the offending `param` otherwise. */
 async function parseBody<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.output<S>> {
-  const text = await c.req.text();
-  let raw: unknown = {};
-  if (text.trim() !== "") {
-    try {
-      raw = JSON.parse(text);
-    } catch {
-      throw new InvalidRequestError(
-        "We could not parse the JSON body of your request. The admin API expects a JSON object.",
-      );
-    }
-  }
-  return validate(raw, schema);
+  return validate(parseJsonBody(await c.req.text(), { emptyBody: {} }), schema);
 }
 
 /** Parses the query string with `schema`; 400 with the offending `param` otherwise. */
@@ -194,59 +176,14 @@ function parseQuery<S extends z.ZodType>(c: Context<AppEnv>, schema: S): z.outpu
   return validate(c.req.query(), schema);
 }
 
-function validate<S extends z.ZodType>(raw: unknown, schema: S): z.output<S> {
-  const parsed = schema.safeParse(raw, { reportInput: true });
-  if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0];
-  if (issue === undefined) throw new InvalidRequestError("Invalid request body.");
-  const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0] ?? ""] : issue.path;
-  const param = formatParam(path);
-  if (issue.code === "unrecognized_keys")
-    throw new InvalidRequestError(`Unrecognized request argument supplied: ${param}`, param);
-  if (issue.code === "invalid_type" && issue.input === undefined && param !== null) {
-    throw new InvalidRequestError(`Missing required parameter: '${param}'.`, param);
-  }
-  throw new InvalidRequestError(
-    param === null
-      ? `Invalid request body: ${issue.message}`
-      : `Invalid value for '${param}': ${issue.message}`,
-    param,
-  );
-}
-
-/** ["models", 0, "x"] → "models[0].x"; [] → null. */
-function formatParam(path: readonly PropertyKey[]): string | null {
-  let out = "";
-  for (const part of path) {
-    if (typeof part === "number") out += `[${part}]`;
-    else out += out === "" ? String(part) : `.${String(part)}`;
-  }
-  return out === "" ? null : out;
-}
-
-interface ParamNames {
-  /** The request field that carried a model id ("model" for a grant, "models" for a new org). */
-  model?: string;
-}
-
-/** Runs a tenancy call and turns its expected failures into the admin API's HTTP errors. */
-async function domain<T>(call: () => Promise<T>, params: ParamNames = {}): Promise<T> {
+/**
+ * Runs a tenancy call and turns its expected failures into HTTP errors here, where the route knows which request
+ * field carried a model id ("models" for a new org; the map's default "model" for a grant).
+ */
+async function domain<T>(call: () => Promise<T>, hints: DomainErrorHints = {}): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    throw toAdminApiError(err, params);
+    throw domainApiError(err, hints) ?? err;
   }
-}
-
-export function toAdminApiError(err: unknown, params: ParamNames = {}): ApiError | unknown {
-  if (err instanceof OrgNotFoundError) return new NotFoundError(err.message, "org_not_found");
-  if (err instanceof KeyNotFoundError) return new NotFoundError(err.message, "key_not_found");
-  if (err instanceof GrantNotFoundError) return new NotFoundError(err.message, "grant_not_found");
-  if (err instanceof DuplicateOrgError || err instanceof DuplicateUserError)
-    return new ConflictError(err.message);
-  if (err instanceof UnknownModelIdError) {
-    return new InvalidRequestError(err.message, params.model ?? "model", "unknown_model");
-  }
-  if (err instanceof TenancyValidationError) return new InvalidRequestError(err.message, err.field);
-  return err;
 }

@@ -2,13 +2,14 @@
 import { performance } from "node:perf_hooks";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
-import { mapDomainError } from "../app/error-mapping.js";
 import type { CompletionsService } from "../completions/completions-service.js";
+import { mapDomainError } from "../errors/domain-errors.js";
+import { parseJsonBody } from "../errors/validation.js";
 import { rateLimitHeaders } from "../limits/headers.js";
 import type { Logger } from "../observability/logger.js";
 import { completionBody } from "./chat-completion-body.js";
 import { streamCompletion } from "./chat-completion-stream.js";
-import { parseChatRequest, parseJsonBody } from "./chat-request.js";
+import { parseChatRequest } from "./chat-request.js";
 import { SSE_HEADERS, sseStream } from "./sse.js";
 import { type CompletionMeta, completionId } from "./wire.js";
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { compileJsonSchema } from "../chat/json-schema.js";
 import { ApiError } from "../errors/api-error.js";
 import { parseChatRequest } from "./chat-request.js";
 
@@ -35,7 +36,7 @@ describe("parseChatRequest: response_format", () => {
     expect(
       parse({ response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: true } } })
         .output?.format,
-    ).toEqual({ type: "json_schema", name: "x", schema });
+    ).toEqual({ type: "json_schema", name: "x", schema, compiled: compileJsonSchema(schema) });
   });
 
   it("names the first unsupported keyword with its place in the schema", () => {
@@ -60,7 +61,12 @@ describe("parseChatRequest: tools", () => {
     expect(parsed.output).toEqual({
       format: { type: "text" },
       tools: [
-        { name: "get_weather", description: "Weather for a city", parameters: weather.function.parameters },
+        {
+          name: "get_weather",
+          description: "Weather for a city",
+          parameters: weather.function.parameters,
+          compiledParameters: compileJsonSchema(weather.function.parameters),
+        },
       ],
       toolChoice: "required",
       parallelToolCalls: false,

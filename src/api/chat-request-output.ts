@@ -1,8 +1,9 @@
 // The request fields that shape the reply (response_format, tools, tool_choice, parallel_tool_calls): schemas and checks.
 import { z } from "zod";
-import { compileJsonSchema, JsonSchemaError } from "../chat/json-schema.js";
+import { type CompiledSchema, compileJsonSchema } from "../chat/json-schema.js";
 import type { OutputRequest, ResponseFormat, ToolCall, ToolChoice, ToolDefinition } from "../engine/types.js";
 import { InvalidRequestError } from "../errors/api-error.js";
+import { domainApiError } from "../errors/domain-errors.js";
 
 /** OpenAI's rule for function names; it also keeps names safe inside grammar literals and call envelopes. */
 const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
@@ -61,7 +62,10 @@ export interface OutputFields {
   parallel_tool_calls?: boolean | undefined;
 }
 
-/** Cross-field rules and schema checks; undefined when the reply is free text (the engine's plain path). */
+/**
+ * Cross-field rules and schema checks; undefined when the reply is free text (the engine's plain path). Each
+ * schema is compiled here, once, and travels compiled beside its raw form (which an upstream engine forwards).
+ */
 export function parseOutputRequest(fields: OutputFields): OutputRequest | undefined {
   const tools = fields.tools ?? [];
   if (fields.tools === undefined) {
@@ -100,21 +104,22 @@ export function parseOutputRequest(fields: OutputFields): OutputRequest | undefi
   };
 }
 
+/** What a function without `parameters` takes: an object, with any properties. */
+const NO_PARAMETERS = Object.freeze({ type: "object", properties: {} });
+
 function toolDefinition(tool: z.infer<typeof toolSchema>, index: number): ToolDefinition {
   const fn = tool.function;
-  const definition: ToolDefinition = { name: fn.name };
-  if (fn.description !== undefined) definition.description = fn.description;
-  if (fn.parameters !== undefined) {
-    const param = `tools[${index}].function.parameters`;
-    const compiled = checkSchema(fn.parameters, param);
-    if (compiled.root.kind !== "object" && compiled.root.kind !== "any") {
-      throw new InvalidRequestError(
-        `Invalid '${param}': the parameters schema must describe an object.`,
-        param,
-      );
-    }
-    definition.parameters = fn.parameters;
+  const param = `tools[${index}].function.parameters`;
+  const compiledParameters = checkSchema(fn.parameters ?? NO_PARAMETERS, param);
+  if (compiledParameters.root.kind !== "object" && compiledParameters.root.kind !== "any") {
+    throw new InvalidRequestError(
+      `Invalid '${param}': the parameters schema must describe an object.`,
+      param,
+    );
   }
+  const definition: ToolDefinition = { name: fn.name, compiledParameters };
+  if (fn.description !== undefined) definition.description = fn.description;
+  if (fn.parameters !== undefined) definition.parameters = fn.parameters;
   return definition;
 }
 
@@ -136,17 +141,15 @@ function toFormat(format: OutputFields["response_format"]): ResponseFormat {
   if (format.type === "json_object") return { type: "json_object" };
   const schema = format.json_schema.schema;
   if (schema === undefined) return { type: "json_object" };
-  checkSchema(schema, "response_format.json_schema.schema");
-  return { type: "json_schema", name: format.json_schema.name, schema };
+  const compiled = checkSchema(schema, "response_format.json_schema.schema");
+  return { type: "json_schema", name: format.json_schema.name, schema, compiled };
 }
 
-function checkSchema(schema: Record<string, unknown> | boolean, param: string) {
+/** The one compilation of a request's schema; one it cannot take is a 400 naming the schema's place. */
+function checkSchema(schema: Readonly<Record<string, unknown>> | boolean, param: string): CompiledSchema {
   try {
     return compileJsonSchema(schema);
   } catch (error) {
-    if (error instanceof JsonSchemaError) {
-      throw new InvalidRequestError(`Invalid schema for '${param}': ${error.message} (${error.path})`, param);
-    }
-    throw error;
+    throw domainApiError(error, { param }) ?? error;
   }
 }

@@ -1,7 +1,8 @@
 // Every rule of the chat-completions body: what is accepted, how it maps to the engine, and each 400 with its param.
 import { describe, expect, it } from "vitest";
 import { InvalidRequestError } from "../errors/api-error.js";
-import { type ParsedChatRequest, parseChatRequest, parseJsonBody } from "./chat-request.js";
+import { parseJsonBody } from "../errors/validation.js";
+import { type ParsedChatRequest, parseChatRequest } from "./chat-request.js";
 import { completionId, toUsage } from "./wire.js";
 
 const MAX_N = 4;

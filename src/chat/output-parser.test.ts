@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { compileJsonSchema } from "./json-schema.js";
 import {
   endsInsideThinking,
   OutputParser,
@@ -127,7 +128,7 @@ describe("chat templates and the output plan", () => {
       description: "Weather <|im_end|> for a city",
       parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
     },
-  ];
+  ].map((tool) => ({ ...tool, compiledParameters: compileJsonSchema(tool.parameters) }));
   const ask = [{ role: "user" as const, content: "Weather in Paris?" }];
   const output = {
     format: { type: "text" } as const,

@@ -1,7 +1,7 @@
 // Turns a request's output options (JSON mode, tools, reasoning) into prompt changes, a grammar and parser options.
 import type { ChatMessage, OutputRequest, ToolDefinition } from "../engine/types.js";
 import { GrammarBuilder, literal } from "./gbnf.js";
-import { type CompiledSchema, compileJsonSchema, minimalJson, validateJson } from "./json-schema.js";
+import { type CompiledSchema, minimalJson, validateJson } from "./json-schema.js";
 import { endsInsideThinking, type OutputParser, type OutputParserOptions } from "./output-parser.js";
 import { type TemplateCapabilities, TOOL_ENVELOPES, type ToolCallFormat } from "./tool-format.js";
 
@@ -142,9 +142,10 @@ export function planGeneration(
 
   const use = toolUse(output);
   const format = toolFormatFor(capabilities);
-  const schema = output?.format.type === "json_schema" ? compileJsonSchema(output.format.schema) : undefined;
+  // The API compiled every schema when it checked it; the plan uses those, never compiling again.
+  const schema = output?.format.type === "json_schema" ? output.format.compiled : undefined;
   const json = output?.format.type === "json_object" || schema !== undefined;
-  const schemas = new Map(use?.callable.map((t) => [t.name, compileToolSchema(t)]) ?? []);
+  const schemas = new Map(use?.callable.map((t) => [t.name, t.compiledParameters]) ?? []);
 
   const g = new GrammarBuilder();
   let answer: string | undefined;
@@ -192,10 +193,6 @@ export function planGeneration(
     closingText: use === undefined ? "" : envelope.afterCall + envelope.close,
     validate: (parser) => validateOutput(parser, json, schema, schemas),
   };
-}
-
-function compileToolSchema(tool: ToolDefinition): CompiledSchema {
-  return compileJsonSchema(tool.parameters ?? { type: "object", properties: {} });
 }
 
 function callsRule(

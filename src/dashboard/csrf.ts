@@ -8,7 +8,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 export const CSRF_FIELD = "_csrf";
 
 export class CsrfTokens {
-  /** `key`: 32 secret bytes, the same on every replica (TenancyService.deriveSecret("dashboard-csrf")). */
+  /** `key`: 32 secret bytes, the same on every replica (tenancy.keys.deriveSecret("dashboard-csrf")). */
   constructor(private readonly key: Uint8Array) {}
 
   /** The token of every form shown in one session: stable for the session, worthless after it ends. */

@@ -1,26 +1,24 @@
-// Usage, Models, Limits and the operator view in memory (app.request, PGlite, the in-memory rate limiter): what
-// each page shows, periods and errors in words, org isolation, the operator's sign-in, CSRF and audited changes.
-// The same flows run in the real browser against a real server in test/e2e/dashboard-pages.test.ts.
+// Usage, Models, Limits and the operator view in memory (app.request on the whole app, PGlite, the in-memory rate
+// limiter): what each page shows, periods and errors in words, org isolation, the operator's sign-in, CSRF and
+// audited changes. The same flows run in the real browser against a real server in test/e2e/dashboard-pages.test.ts.
 import { randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FormClient, pageText } from "../../test/support/form-client.js";
-import { type Backend, pgliteBackend } from "../../test/support/store-backends.js";
-import { createRateLimiter } from "../limits/create-limiter.js";
+import type { FakeEngine } from "../../test/support/fake-engine.js";
+import { FormClient, pageText, type RequestTarget } from "../../test/support/form-client.js";
+import { startTestApp, type TestApp } from "../../test/support/test-app.js";
 import type { RateLimiter } from "../limits/types.js";
-import { createLogger } from "../observability/logger.js";
-import { openStore, type Store } from "../store/open-store.js";
+import type { Store } from "../store/open-store.js";
 import { sessions, usageRecords } from "../store/schema.js";
-import { TenancyService } from "../tenancy/tenancy-service.js";
-import { UsageQueries } from "../usage/queries.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
+import type { UsageQueries } from "../usage/queries.js";
 import { createDashboardApp } from "./app.js";
 import { createOperatorThrottle } from "./operator/operator-session.js";
 import { parseLimit } from "./operator/orgs.js";
 import { durationInWords } from "./pages/limits.js";
 import { loadUsageReport, parseUsagePeriod } from "./pages/usage-report.js";
 
-const FAST_SCRYPT = { N: 1 << 10, r: 8, p: 1 };
 const ADMIN_TOKEN = "hearth-admin-test-token-0123456789";
 const MODELS = [
   { id: "tiny", contextSize: 2048, created: 0 },
@@ -29,12 +27,12 @@ const MODELS = [
 ];
 const DAY = 86_400_000;
 
-let backend: Backend;
+let harness: TestApp<FakeEngine>;
 let store: Store;
-let tenancy: TenancyService;
+let tenancy: Tenancy;
 let limiter: RateLimiter;
 let usage: UsageQueries;
-const app = new Hono();
+let app: RequestTarget;
 const noOperatorApp = new Hono();
 let owner: { email: string; password: string };
 let defaultOrgId: string;
@@ -47,23 +45,27 @@ const keyIds: { ci: string; web: string; ciLast4: string; webLast4: string } = {
 const now = Date.now();
 
 beforeAll(async () => {
-  backend = await pgliteBackend();
-  store = await openStore(backend.options);
-  tenancy = new TenancyService(store.db, {
-    keySecret: randomBytes(32),
-    modelIds: MODELS.map((m) => m.id),
-    passwordParams: FAST_SCRYPT,
+  // The whole app; the fake engine reports the models (ids and context sizes) to the Models page.
+  harness = await startTestApp({
+    models: MODELS.map(({ id, contextSize }) => ({ id, contextSize })),
+    adminToken: ADMIN_TOKEN,
+    app: {
+      dashboard: {
+        operatorThrottle: createOperatorThrottle([{ per: "address", failures: 3, windowSeconds: 1 }]),
+      },
+    },
+    bootstrap: false,
   });
-  limiter = createRateLimiter({ redisUrl: undefined, logger: createLogger("silent") });
-  usage = new UsageQueries(store.db);
+  ({ store, app } = harness);
+  ({ tenancy, limiter, usageQueries: usage } = harness.services);
   const boot = await tenancy.bootstrap(["tiny", "small"], { ownerEmail: "owner@hearth.localhost" });
   owner = boot?.owner ?? { email: "", password: "" };
-  defaultOrgId = (await tenancy.getOrgByName("default"))?.id ?? "";
-  const ci = await tenancy.createKey("default", { name: "ci" });
-  const web = await tenancy.createKey("default", { name: "web" });
+  defaultOrgId = (await tenancy.orgs.getByName("default"))?.id ?? "";
+  const ci = await tenancy.keys.create("default", { name: "ci" });
+  const web = await tenancy.keys.create("default", { name: "web" });
   Object.assign(keyIds, { ci: ci.id, web: web.id, ciLast4: ci.last4, webLast4: web.last4 });
-  await tenancy.createOrg("other", ["tiny"]);
-  const otherId = (await tenancy.getOrgByName("other"))?.id ?? "";
+  await tenancy.orgs.create("other", ["tiny"]);
+  const otherId = (await tenancy.orgs.getByName("other"))?.id ?? "";
   const record = (
     at: number,
     orgId: string,
@@ -93,33 +95,17 @@ beforeAll(async () => {
       record(now - 40 * DAY, defaultOrgId, ci.id, "tiny", 1000, 1000),
       record(now - 60_000, otherId, "key_other", "tiny", 777, 333),
     ]);
-  const common = {
-    tenancy,
-    usage,
-    limiter,
-    models: () => MODELS,
-  };
-  app.route(
-    "/dashboard",
-    createDashboardApp({
-      ...common,
-      adminToken: ADMIN_TOKEN,
-      operatorThrottle: createOperatorThrottle([{ per: "address", failures: 3, windowSeconds: 1 }]),
-    }),
-  );
-  // A server without usage, limiter, models or admin token: each page says what it cannot show.
+  // The dashboard alone, without usage, limiter, models or admin token (no server builds it so, but the pages must
+  // not break): each page says what it cannot show.
   noOperatorApp.route("/dashboard", createDashboardApp({ tenancy }));
 });
 
 afterAll(async () => {
-  await limiter?.dispose();
-  await tenancy?.dispose();
-  await store?.close();
-  await backend?.cleanup();
+  await harness?.close();
 });
 
 class Client extends FormClient {
-  constructor(target: Hono = app) {
+  constructor(target: RequestTarget = app) {
     super(target);
   }
 }
@@ -136,7 +122,7 @@ async function member(): Promise<Client> {
   return client;
 }
 
-async function operator(target: Hono = app): Promise<Client> {
+async function operator(target: RequestTarget = app): Promise<Client> {
   const client = new Client(target);
   const _csrf = await client.csrf("/dashboard/operator/sign-in");
   const res = await client.post("/dashboard/operator/sign-in", { _csrf, token: ADMIN_TOKEN });
@@ -263,14 +249,14 @@ describe("Models page", () => {
 
 describe("Limits page", () => {
   it("says unlimited when no limit is set", async () => {
-    await tenancy.setLimits("default", { rpm: null, tpm: null });
+    await tenancy.orgs.setLimits("default", { rpm: null, tpm: null });
     const page = await pageText(await (await member()).get("/dashboard/limits"));
     expect(page).toContain("<td>Unlimited</td>");
     expect(page).toContain("Not counted: requests are not limited.");
   });
 
   it("shows the limits and the current window's consumption with its reset in words", async () => {
-    const org = await tenancy.setLimits("default", { rpm: 60, tpm: 10_000 });
+    const org = await tenancy.orgs.setLimits("default", { rpm: 60, tpm: 10_000 });
     const subject = { orgId: org.id, orgName: org.name, rpm: org.rpm, tpm: org.tpm };
     const admission = await limiter.admit(subject, 500);
     await admission.settle(120);
@@ -281,7 +267,7 @@ describe("Limits page", () => {
     expect(page).toContain('<td data-used="1">1 request (2%)</td>');
     expect(page).toContain('<td data-used="120">120 tokens (1%)</td>');
     expect(page).toMatch(/Resets in (\d+ seconds?|1 minute)\./);
-    await tenancy.setLimits("default", { rpm: null, tpm: null });
+    await tenancy.orgs.setLimits("default", { rpm: null, tpm: null });
   });
 
   it("words durations", () => {
@@ -379,7 +365,7 @@ describe("operator changes", () => {
     const location = created.headers.get("location") ?? "";
     expect(location).toBe("/dashboard/operator?done=created&org=acme#org-acme");
     expect(await pageText(await client.get(location))).toContain("Created the organization acme.");
-    let acme = await tenancy.getOrgByName("acme");
+    let acme = await tenancy.orgs.getByName("acme");
     expect(acme).toMatchObject({ models: ["small", "tiny"], rpm: 5, tpm: null });
 
     const revoked = await client.post("/dashboard/operator/orgs/acme/revoke", { _csrf, model: "small" });
@@ -398,9 +384,9 @@ describe("operator changes", () => {
     expect(await pageText(await client.get(limited.headers.get("location") ?? ""))).toContain(
       "Saved the limits of acme: unlimited requests per minute, 1,000 tokens per minute.",
     );
-    acme = await tenancy.getOrgByName("acme");
+    acme = await tenancy.orgs.getByName("acme");
     expect(acme).toMatchObject({ models: ["tiny", "unused"], rpm: null, tpm: 1000 });
-    const audit = await tenancy.listAudit({ orgName: "acme", limit: 10 });
+    const audit = await tenancy.audit.list({ orgName: "acme", limit: 10 });
     expect(audit.map((e) => [e.action, e.actor])).toEqual([
       ["limits.set", "admin"],
       ["grant", "admin"],
@@ -431,7 +417,7 @@ describe("operator changes", () => {
         "The limits of other were not changed",
       ],
     ];
-    const before = JSON.stringify(await tenancy.listOrgs());
+    const before = JSON.stringify(await tenancy.orgs.list());
     for (const [path, form, status, message] of cases) {
       const res = await client.post(path, { _csrf, ...form });
       expect(res.status, path).toBe(status);
@@ -444,7 +430,7 @@ describe("operator changes", () => {
       await client.post("/dashboard/operator/orgs", { _csrf, name: "x", rpm: "ten" }),
     );
     expect(kept).toContain('id="new-org-name" name="name" type="text" required="" maxlength="64" value="x"');
-    expect(JSON.stringify(await tenancy.listOrgs())).toBe(before);
+    expect(JSON.stringify(await tenancy.orgs.list())).toBe(before);
   });
 
   it("refuses a change without or with a wrong CSRF token", async () => {
@@ -454,7 +440,7 @@ describe("operator changes", () => {
       expect(res.status).toBe(403);
       expect(await pageText(res)).toContain("security token is missing or wrong");
     }
-    expect(await tenancy.getOrgByName("csrf-less")).toBeNull();
+    expect(await tenancy.orgs.getByName("csrf-less")).toBeNull();
   });
 
   it("parses limits: blank and 0 are unlimited", () => {

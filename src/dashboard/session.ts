@@ -10,7 +10,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ModelInfo } from "../engine/types.js";
 import type { RateLimiter } from "../limits/types.js";
 import type { SessionPolicy } from "../tenancy/sessions.js";
-import type { TenancyService } from "../tenancy/tenancy-service.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
 import type { Membership } from "../tenancy/types.js";
 import type { UsageQueries } from "../usage/queries.js";
 import { CSRF_FIELD, type CsrfTokens } from "./csrf.js";
@@ -44,7 +44,7 @@ export interface DashboardEnv {
 
 /** Everything the dashboard's routes need, resolved once by createDashboardApp. */
 export interface DashboardDeps {
-  tenancy: TenancyService;
+  tenancy: Tenancy;
   csrf: CsrfTokens;
   sessionPolicy: SessionPolicy;
   base: string;

@@ -1,4 +1,5 @@
 // The Engine port: what the API asks of an inference engine, independent of HTTP, orgs and node-llama-cpp.
+import type { CompiledSchema } from "../chat/json-schema.js";
 import type { Channel } from "./channel.js";
 
 /** One message of the conversation, already validated by the API layer. */
@@ -19,17 +20,28 @@ export interface ToolCall {
   arguments: string;
 }
 
-/** A function the model may call; `parameters` is a JSON Schema the API has checked is in the supported subset. */
+/**
+ * A function the model may call. The API compiles each schema once, when it checks it is in the supported subset:
+ * a local engine builds its grammar from the compiled form, an upstream engine forwards the raw one.
+ */
 export interface ToolDefinition {
   name: string;
   description?: string;
   parameters?: Record<string, unknown>;
+  /** `parameters` compiled (an object with any properties when absent). */
+  compiledParameters: CompiledSchema;
 }
 
 export type ResponseFormat =
   | { type: "text" }
   | { type: "json_object" }
-  | { type: "json_schema"; name: string; schema: Record<string, unknown> | boolean };
+  | {
+      type: "json_schema";
+      name: string;
+      schema: Record<string, unknown> | boolean;
+      /** `schema` compiled by the API. */
+      compiled: CompiledSchema;
+    };
 
 export type ToolChoice = "none" | "auto" | "required" | { name: string };
 

@@ -1,19 +1,13 @@
 // The HTTP-edge error hierarchy and its one serialisation to OpenAI's {"error":{...}} body.
-
-export type ErrorType =
-  | "invalid_request_error"
-  | "authentication_error"
-  | "not_found_error"
-  | "rate_limit_error"
-  | "server_error";
+import type { ErrorCode, ErrorType } from "./error-codes.js";
 
 export interface ErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null };
+  error: { message: string; type: ErrorType; param: string | null; code: ErrorCode | null };
 }
 
 export interface ApiErrorOptions {
   param?: string | null;
-  code?: string | null;
+  code?: ErrorCode | null;
   headers?: Record<string, string>;
   cause?: unknown;
 }
@@ -21,12 +15,12 @@ export interface ApiErrorOptions {
 /** An error that knows its HTTP status and OpenAI body. Middleware and handlers throw these; app/ renders them. */
 export class ApiError extends Error {
   readonly param: string | null;
-  readonly code: string | null;
+  readonly code: ErrorCode | null;
   readonly headers: Record<string, string>;
 
   constructor(
     readonly status: number,
-    readonly type: string,
+    readonly type: ErrorType,
     message: string,
     options: ApiErrorOptions = {},
   ) {
@@ -44,7 +38,11 @@ export class ApiError extends Error {
 
 /** 400: the request was malformed or a parameter was invalid. */
 export class InvalidRequestError extends ApiError {
-  constructor(message: string, param: string | null = null, code: string | null = "invalid_request_error") {
+  constructor(
+    message: string,
+    param: string | null = null,
+    code: ErrorCode | null = "invalid_request_error",
+  ) {
     super(400, "invalid_request_error", message, { param, code });
   }
 }
@@ -87,15 +85,15 @@ export class ModelNotFoundError extends ApiError {
 
 /** 404 for an unknown route or resource. */
 export class NotFoundError extends ApiError {
-  constructor(message: string, code: string | null = "not_found") {
+  constructor(message: string, code: ErrorCode | null = "not_found") {
     super(404, "invalid_request_error", message, { code });
   }
 }
 
-/** 409 for a duplicate resource on the admin API. */
+/** 409 for a duplicate resource (code conflict) or a change the resource's state refuses (e.g. last_owner). */
 export class ConflictError extends ApiError {
-  constructor(message: string) {
-    super(409, "invalid_request_error", message, { code: "conflict" });
+  constructor(message: string, code: ErrorCode = "conflict") {
+    super(409, "invalid_request_error", message, { code });
   }
 }
 
@@ -118,7 +116,7 @@ export class MethodNotAllowedError extends ApiError {
 }
 
 /** The window a 429 ran out of; OpenAI puts it in error.type. */
-export type RateLimitKind = "requests" | "tokens";
+export type RateLimitKind = Extract<ErrorType, "requests" | "tokens">;
 
 export interface RateLimitErrorOptions {
   /** When the window has room again; written as retry-after (whole seconds, 1..60) and retry-after-ms. */
@@ -195,9 +193,4 @@ export class InternalServerError extends ApiError {
       cause,
     });
   }
-}
-
-/** Any thrown value → ApiError; unknown errors become a generic 500. */
-export function toApiError(err: unknown): ApiError {
-  return err instanceof ApiError ? err : new InternalServerError(err);
 }

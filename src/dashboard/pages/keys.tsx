@@ -2,7 +2,7 @@
 // confirmation (a <dialog> with JS, a confirmation page without). Owners and members alike manage their org's keys.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import { KeyNotFoundError, TenancyValidationError } from "../../tenancy/errors.js";
+import { domainApiError } from "../../errors/domain-errors.js";
 import type { CreatedKey, KeyInfo } from "../../tenancy/types.js";
 import {
   ConfirmDialog,
@@ -33,7 +33,7 @@ export function registerKeys(app: Hono<DashboardEnv>, deps: DashboardDeps): void
   app.get("/keys", async (c) => {
     const auth = c.get("auth");
     const revokedId = c.req.query("revoked");
-    const keys = await deps.tenancy.listKeys(auth.org.orgName);
+    const keys = await deps.tenancy.keys.list(auth.org.orgName);
     const revoked = keys.find((k) => k.id === revokedId);
     const notice =
       revoked === undefined
@@ -66,26 +66,28 @@ export function registerKeys(app: Hono<DashboardEnv>, deps: DashboardDeps): void
     const form = await c.req.parseBody();
     const name = typeof form.name === "string" ? form.name.trim() : "";
     try {
-      const created = await deps.tenancy.createKey(auth.org.orgName, {
+      const created = await deps.tenancy.keys.create(auth.org.orgName, {
         name: name === "" ? undefined : name,
         actor: auth.user.id,
       });
       // Rendered here, not redirected: the secret must never travel in a URL.
-      return keysPage(c, await deps.tenancy.listKeys(auth.org.orgName), { created });
+      return keysPage(c, await deps.tenancy.keys.list(auth.org.orgName), { created });
     } catch (err) {
-      if (!(err instanceof TenancyValidationError)) throw err;
+      // A name or expiry the service refuses; anything else is a bug and goes up.
+      const refused = domainApiError(err);
+      if (refused?.code !== "invalid_request_error") throw err;
       return keysPage(
         c,
-        await deps.tenancy.listKeys(auth.org.orgName),
-        { name, notice: { kind: "error", text: `The key was not created: ${err.message}` } },
-        400,
+        await deps.tenancy.keys.list(auth.org.orgName),
+        { name, notice: { kind: "error", text: `The key was not created: ${refused.message}` } },
+        refused.status as ContentfulStatusCode,
       );
     }
   });
 
   app.get("/keys/:id/revoke", async (c) => {
     const auth = c.get("auth");
-    const key = (await deps.tenancy.listKeys(auth.org.orgName)).find((k) => k.id === c.req.param("id"));
+    const key = (await deps.tenancy.keys.list(auth.org.orgName)).find((k) => k.id === c.req.param("id"));
     if (key === undefined) return keyNotFound(c, deps);
     return confirmPage(
       c,
@@ -110,9 +112,9 @@ export function registerKeys(app: Hono<DashboardEnv>, deps: DashboardDeps): void
     const id = c.req.param("id");
     try {
       // Scoped to the active org: another org's key id is "not found", whatever the form says.
-      await deps.tenancy.revokeKey(id, auth.user.id, { orgName: auth.org.orgName });
+      await deps.tenancy.keys.revoke(id, auth.user.id, { orgName: auth.org.orgName });
     } catch (err) {
-      if (err instanceof KeyNotFoundError) return keyNotFound(c, deps);
+      if (domainApiError(err)?.code === "key_not_found") return keyNotFound(c, deps);
       throw err;
     }
     return c.redirect(link(auth, "/keys", { revoked: id }), 303);
@@ -123,7 +125,7 @@ export function registerKeys(app: Hono<DashboardEnv>, deps: DashboardDeps): void
 async function keyNotFound(c: Context<DashboardEnv>, deps: DashboardDeps): Promise<Response> {
   const { org } = c.get("auth");
   const text = `There is no such API key in the organization "${org.orgName}". Nothing was changed.`;
-  return keysPage(c, await deps.tenancy.listKeys(org.orgName), { notice: { kind: "error", text } }, 404);
+  return keysPage(c, await deps.tenancy.keys.list(org.orgName), { notice: { kind: "error", text } }, 404);
 }
 
 function keysPage(

@@ -20,7 +20,7 @@ interface LimitRow {
 export function registerLimits(app: Hono<DashboardEnv>, deps: DashboardDeps): void {
   app.get("/limits", async (c) => {
     const auth = c.get("auth");
-    const org = await deps.tenancy.getOrgByName(auth.org.orgName);
+    const org = await deps.tenancy.orgs.getByName(auth.org.orgName);
     if (org === null) throw new Error(`organization ${auth.org.orgName} vanished while signed in`);
     const subject = { orgId: org.id, orgName: org.name, rpm: org.rpm, tpm: org.tpm };
     let snapshot: RateSnapshot | undefined;

@@ -2,12 +2,9 @@
 // once), change roles and remove members. An org always keeps at least one owner.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import {
-  AlreadyMemberError,
-  LastOwnerError,
-  MemberNotFoundError,
-  TenancyValidationError,
-} from "../../tenancy/errors.js";
+import { domainApiError } from "../../errors/domain-errors.js";
+import type { ErrorCode } from "../../errors/error-codes.js";
+import { MemberNotFoundError } from "../../tenancy/errors.js";
 import {
   type AddedMember,
   MEMBERSHIP_ROLES,
@@ -91,7 +88,7 @@ export function registerMembers(app: Hono<DashboardEnv>, deps: DashboardDeps): v
     const refused = requireOwner(c, "remove members");
     if (refused !== null) return refused;
     const auth = c.get("auth");
-    const member = (await deps.tenancy.listUsers(auth.org.orgName)).find(
+    const member = (await deps.tenancy.users.list(auth.org.orgName)).find(
       (m) => m.id === c.req.param("userId"),
     );
     if (member === undefined) return memberError(c, deps, new MemberNotFoundError(auth.org.orgName, ""));
@@ -133,6 +130,14 @@ function parseRole(value: unknown): MembershipRole {
   return value === "owner" ? "owner" : "member";
 }
 
+/** The failures a member change expects (a duplicate membership is `conflict`, a bad email or role a 400). */
+const MEMBER_FAILURES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
+  "last_owner",
+  "conflict",
+  "member_not_found",
+  "invalid_request_error",
+]);
+
 /** Expected member failures as the page with the reason in words; anything else is a bug and goes up. */
 function memberError(
   c: Context<DashboardEnv>,
@@ -140,15 +145,13 @@ function memberError(
   err: unknown,
   view: MembersView = {},
 ): Promise<Response> {
-  let status: ContentfulStatusCode;
-  if (err instanceof LastOwnerError || err instanceof AlreadyMemberError) status = 409;
-  else if (err instanceof MemberNotFoundError) status = 404;
-  else if (err instanceof TenancyValidationError) status = 400;
-  else throw err;
+  const refused = domainApiError(err);
+  if (refused === undefined || refused.code === null || !MEMBER_FAILURES.has(refused.code)) throw err;
   const text =
-    err instanceof MemberNotFoundError
+    refused.code === "member_not_found"
       ? `There is no such member in "${c.get("auth").org.orgName}". Nothing was changed.`
-      : `Nothing was changed: ${err.message}`;
+      : `Nothing was changed: ${refused.message}`;
+  const status = refused.status as ContentfulStatusCode;
   return membersPage(c, deps, { ...view, notice: { kind: "error", text } }, status);
 }
 
@@ -159,7 +162,7 @@ async function membersPage(
   status: ContentfulStatusCode = 200,
 ): Promise<Response> {
   const auth = c.get("auth");
-  const members = await deps.tenancy.listUsers(auth.org.orgName);
+  const members = await deps.tenancy.users.list(auth.org.orgName);
   const isOwner = auth.org.role === "owner";
   return renderPage(
     c,

@@ -17,7 +17,7 @@ export function callableModels(configured: readonly ModelInfo[], granted: Readon
 export function registerModels(app: Hono<DashboardEnv>, deps: DashboardDeps): void {
   app.get("/models", async (c) => {
     const auth = c.get("auth");
-    const granted = await deps.tenancy.allowedModels(auth.org.orgId);
+    const granted = await deps.tenancy.orgs.allowedModels(auth.org.orgId);
     const configured = deps.models?.() ?? [];
     const models = callableModels(configured, granted);
     const unserved = [...granted].filter((id) => !configured.some((m) => m.id === id)).sort();

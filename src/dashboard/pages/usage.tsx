@@ -30,7 +30,7 @@ export function registerUsage(app: Hono<DashboardEnv>, deps: DashboardDeps): voi
     if (!parsed.ok) return usagePage(c, { kind: "invalid", message: parsed.message, form: parsed.form }, 400);
     const [report, keys] = await Promise.all([
       loadUsageReport(source, auth.org.orgId, parsed.period),
-      deps.tenancy.listKeys(auth.org.orgName),
+      deps.tenancy.keys.list(auth.org.orgName),
     ]);
     const keyNames = new Map(keys.map((k) => [k.id, { name: k.name, short: `sk-…${k.last4}` }]));
     return usagePage(c, { kind: "report", period: parsed.period, report, keyNames });

@@ -1,0 +1,102 @@
+// The one map from expected domain failures (engine, chat, tenancy) to the HTTP error hierarchy: /v1, /admin/v1
+// and the dashboard's pages all answer a domain failure with the status, message and code this module gives it.
+import { JsonSchemaError } from "../chat/json-schema.js";
+import { TemplateError } from "../chat/template.js";
+import {
+  ContextOverflowError,
+  EngineNotReadyError,
+  QueueFullError,
+  QueueTimeoutError,
+  RequestAbortedError,
+  TooManyChoicesError,
+  UnknownModelError,
+} from "../engine/errors.js";
+import {
+  AlreadyMemberError,
+  DuplicateOrgError,
+  DuplicateUserError,
+  GrantNotFoundError,
+  KeyNotFoundError,
+  LastOwnerError,
+  MemberNotFoundError,
+  OrgNotFoundError,
+  TenancyError,
+  TenancyValidationError,
+  UnknownModelIdError,
+} from "../tenancy/errors.js";
+import {
+  ApiError,
+  ClientClosedRequestError,
+  ConflictError,
+  ContextLengthError,
+  EngineOverloadedError,
+  InternalServerError,
+  InvalidRequestError,
+  ModelNotFoundError,
+  NotFoundError,
+  NotReadyError,
+} from "./api-error.js";
+
+/** What only the caller knows about a failure. */
+export interface DomainErrorHints {
+  /**
+   * The request field that carried the failing value, where the route decides it: `models` for a new org's
+   * unknown model id (default `model`), a tool's `parameters` for a schema (default `response_format`).
+   */
+  param?: string;
+}
+
+/**
+ * The HTTP error of an expected domain failure; undefined for anything else (a bug, or already an ApiError).
+ * Callers that catch a domain call rethrow `domainApiError(err) ?? err`, so a bug keeps its stack and its log line.
+ */
+export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiError | undefined {
+  // The engine.
+  if (err instanceof ContextOverflowError) return new ContextLengthError(err.message);
+  if (err instanceof QueueFullError) return new EngineOverloadedError();
+  // Same answer as a full queue (the client backs off and retries; nothing was generated), saying it waited.
+  if (err instanceof QueueTimeoutError) return new EngineOverloadedError(err.message);
+  if (err instanceof RequestAbortedError) return new ClientClosedRequestError();
+  if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
+  if (err instanceof EngineNotReadyError) return new NotReadyError();
+  if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
+  // Chat: a template that rejects the conversation (e.g. roles out of order) is the client's input, not our fault.
+  if (err instanceof TemplateError && err.kind !== "syntax") {
+    return new InvalidRequestError(
+      `The model's chat template rejected the messages: ${err.message}`,
+      "messages",
+    );
+  }
+  if (err instanceof JsonSchemaError) {
+    const param = hints.param ?? "response_format";
+    return new InvalidRequestError(`Invalid schema for '${param}': ${err.message} (${err.path})`, param);
+  }
+  // Tenancy.
+  if (err instanceof OrgNotFoundError) return new NotFoundError(err.message, "org_not_found");
+  if (err instanceof KeyNotFoundError) return new NotFoundError(err.message, "key_not_found");
+  if (err instanceof GrantNotFoundError) return new NotFoundError(err.message, "grant_not_found");
+  if (err instanceof MemberNotFoundError) return new NotFoundError(err.message, "member_not_found");
+  if (
+    err instanceof DuplicateOrgError ||
+    err instanceof DuplicateUserError ||
+    err instanceof AlreadyMemberError
+  ) {
+    return new ConflictError(err.message);
+  }
+  if (err instanceof LastOwnerError) return new ConflictError(err.message, "last_owner");
+  if (err instanceof UnknownModelIdError) {
+    // The dashboard's grant form sends an empty id when no model was picked; the API's schemas refuse one earlier.
+    const message = err.modelId === "" ? "Choose a model first." : err.message;
+    return new InvalidRequestError(message, hints.param ?? "model", "unknown_model");
+  }
+  if (err instanceof TenancyValidationError) return new InvalidRequestError(err.message, err.field);
+  // A tenancy failure is expected by definition (its base class says so): the client's to fix, never a 500.
+  if (err instanceof TenancyError) return new InvalidRequestError(err.message);
+  return undefined;
+}
+
+/** Any thrown value → ApiError: an ApiError as it is, a domain failure by the map, anything else a generic 500. */
+export function mapDomainError(err: unknown, hints: DomainErrorHints = {}): ApiError {
+  if (err instanceof ApiError) return err;
+  return domainApiError(err, hints) ?? new InternalServerError(err);
+}
