@@ -1,17 +1,14 @@
-// Composition root: loadConfig → open store → tenancy → engine → createApp → serve; SIGTERM drains, then disposes.
-import { mkdirSync } from "node:fs";
+// Composition root: loadConfig → buildServices (store, tenancy, limits, usage, completions) around the engine →
+// createApp → serve; SIGTERM drains, then disposes.
 import { type ServerType, serve } from "@hono/node-server";
-import { loadOrCreateAdminToken } from "./admin/admin-token.js";
 import { createApp } from "./app/create-app.js";
-import { createServices, disposeServices, type Services } from "./app/services.js";
-import { loadOrCreateKeySecret } from "./auth/key-secret.js";
+import { buildServices, type Services } from "./app/services.js";
 import type { HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
 import { ensureModelFile } from "./models/fetch.js";
 import { createProgressReporter } from "./models/progress.js";
 import { createLogger, type Logger } from "./observability/logger.js";
-import { openStore } from "./store/open-store.js";
-import { DEFAULT_OWNER_EMAIL, TenancyService } from "./tenancy/tenancy-service.js";
+import { DEFAULT_OWNER_EMAIL } from "./tenancy/bootstrap.js";
 
 export interface RunningServer {
   url: string;
@@ -32,17 +29,18 @@ export interface StartOptions {
 export async function startServer(config: HearthConfig, options: StartOptions = {}): Promise<RunningServer> {
   const logger = options.logger ?? createLogger(config.logLevel);
   const announce = options.announce ?? ((text: string) => process.stdout.write(`${text}\n`));
-  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
 
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
-  const modelIds = config.models.map((m) => m.id);
-  const tenancy = new TenancyService(store.db, {
-    keySecret: loadOrCreateKeySecret(config),
-    modelIds,
-    onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
+  const engine = new LlamaEngine({
+    models: config.models,
+    resolveModelPath: (model) =>
+      ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
+    onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
   });
-  const adminToken = loadOrCreateAdminToken(config);
-  const firstKey = await tenancy.bootstrap(modelIds, { ownerEmail: DEFAULT_OWNER_EMAIL });
+  let draining = false;
+  const graph = await buildServices(config, { engine, logger, draining: () => draining });
+  const { services } = graph;
+  const modelIds = config.models.map((m) => m.id);
+  const firstKey = await services.tenancy.bootstrap(modelIds, { ownerEmail: DEFAULT_OWNER_EMAIL });
   if (firstKey !== null) {
     announce(
       [
@@ -55,23 +53,6 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       ].join("\n"),
     );
   }
-
-  const engine = new LlamaEngine({
-    models: config.models,
-    resolveModelPath: (model) =>
-      ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
-    onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
-  });
-  let draining = false;
-  const services = createServices({
-    config,
-    engine,
-    tenancy,
-    db: store.db,
-    adminToken,
-    logger,
-    draining: () => draining,
-  });
   const app = createApp(services);
 
   const server: ServerType = await new Promise((resolve) => {
@@ -113,9 +94,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       (server as import("node:http").Server).closeAllConnections();
       await engine.dispose();
       await closed;
-      await disposeServices(services);
-      await tenancy.dispose(); // writes the coalesced last_used_at times before the store closes
-      await store.close();
+      await graph.dispose(); // usage records and key uses are written before the store closes
     })();
     return closing;
   };

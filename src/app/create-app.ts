@@ -5,7 +5,7 @@ import { createAdminApp } from "../admin/admin-app.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { requireApiKey } from "../auth/require-api-key.js";
-import { createDashboardApp } from "../dashboard/app.js";
+import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
 import {
   ApiError,
   EngineOverloadedError,
@@ -13,13 +13,19 @@ import {
   NotFoundError,
   PayloadTooLargeError,
 } from "../errors/api-error.js";
+import { mapDomainError } from "../errors/domain-errors.js";
 import { rateLimitHeaders } from "../limits/headers.js";
 import { requestId } from "../observability/request-id.js";
 import type { AppEnv } from "./env.js";
-import { apiErrorResponse, mapDomainError } from "./error-mapping.js";
+import { apiErrorResponse } from "./error-mapping.js";
 import type { Services } from "./services.js";
 
-export function createApp(services: Services): Hono<AppEnv> {
+/** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
+export interface AppOptions {
+  dashboard?: Pick<DashboardOptions, "sessionIdleMs" | "sessionLifetimeMs" | "throttle" | "operatorThrottle">;
+}
+
+export function createApp(services: Services, options: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const { logger } = services;
   const maxBodyBytes = services.config.server.maxBodyBytes;
@@ -50,8 +56,10 @@ export function createApp(services: Services): Hono<AppEnv> {
   );
   v1.use("/chat/completions", async (c, next) => {
     await next();
+    // The label is a configured model id or "unknown": never a string a client made up.
     const model = c.get("model");
-    services.metrics.requestFinished(model ?? "unknown", c.res.status);
+    const known = model !== undefined && services.engine.listModels().some((m) => m.id === model);
+    services.metrics.requestFinished(known ? model : "unknown", c.res.status);
   });
   v1.use("*", async (_c, next) => {
     if (services.draining()) {
@@ -73,9 +81,14 @@ export function createApp(services: Services): Hono<AppEnv> {
       logger.warn({ err, requestId: c.get("requestId") }, "reading the rate-limit state failed");
     }
   });
-  v1.post("/chat/completions", (c) => chatCompletions(c, services));
-  v1.get("/models", (c) => listModels(c, services));
-  v1.get("/models/:id{.+}", (c) => retrieveModel(c, services));
+  const chat = {
+    completions: services.completions,
+    logger,
+    limits: { maxN: services.config.server.maxN, keepAliveMs: services.config.server.keepAliveMs },
+  };
+  v1.post("/chat/completions", (c) => chatCompletions(c, chat));
+  v1.get("/models", (c) => listModels(c, services.modelAccess));
+  v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
   v1.all("/chat/completions", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });
@@ -94,6 +107,7 @@ export function createApp(services: Services): Hono<AppEnv> {
       models: () => services.engine.listModels(),
       adminToken: services.adminToken,
       redis: services.redis,
+      ...options.dashboard,
     }),
   );
 

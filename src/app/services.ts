@@ -1,16 +1,21 @@
-// The typed services bag built once by main.ts (and by tests) and handed to createApp.
+// The composition root's one builder: the typed services bag over the store, built the same way by main.ts and tests.
+import { mkdirSync } from "node:fs";
 import type { Redis } from "ioredis";
-import { Accounting } from "../api/accounting.js";
+import { loadOrCreateAdminToken } from "../admin/admin-token.js";
+import { loadOrCreateKeySecret } from "../auth/key-secret.js";
+import { Accounting } from "../completions/accounting.js";
+import { CompletionsService } from "../completions/completions-service.js";
+import { ModelAccess } from "../completions/model-access.js";
 import type { HearthConfig } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import type { RateLimiter } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
-import type { StoreDb } from "../store/open-store.js";
+import { openStore, type Store, type StoreDb } from "../store/open-store.js";
 import { closeRedis, connectRedis } from "../store/redis.js";
 import { InvalidationBroadcast } from "../tenancy/invalidation-broadcast.js";
-import type { TenancyService } from "../tenancy/tenancy-service.js";
+import { createTenancy, type Tenancy, type TenancyOptions } from "../tenancy/tenancy.js";
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
 import type { UsageMeter } from "../usage/types.js";
@@ -18,7 +23,7 @@ import type { UsageMeter } from "../usage/types.js";
 export interface Services {
   config: HearthConfig;
   engine: Engine;
-  tenancy: TenancyService;
+  tenancy: Tenancy;
   adminToken: string;
   logger: Logger;
   limiter: RateLimiter;
@@ -32,16 +37,85 @@ export interface Services {
   metrics: Metrics;
   /** Usage, limit settlement and token metrics of every admitted chat completion. */
   accounting: Accounting;
+  /** Which models a caller may use: /v1/models and every completion. */
+  modelAccess: ModelAccess;
+  /** Chat completions from a validated request to a metered generation (access, prepare, limits, queue). */
+  completions: CompletionsService;
   /** True once the store is open and migrated. */
   storeReady: () => boolean;
   /** True once SIGTERM started the drain: /health answers 503 so balancers stop sending. */
   draining: () => boolean;
 }
 
-export interface ServiceParts {
+export interface BuildServicesOptions {
+  engine: Engine;
+  logger: Logger;
+  /** True once SIGTERM started the drain (default: never). */
+  draining?: () => boolean;
+  /** Tenancy settings tests change (clock, scrypt cost, cache TTL); the server keeps the defaults. */
+  tenancy?: Pick<TenancyOptions, "now" | "passwordParams" | "cacheTtlMs">;
+}
+
+/** The services and what they stand on, with one dispose for everything buildServices opened. */
+export interface ServiceGraph {
+  services: Services;
+  store: Store;
+  /**
+   * After the engine has drained: settles accounting, writes pending usage records and key uses, closes Redis
+   * and the store. Later calls return the first call's promise.
+   */
+  dispose(): Promise<void>;
+}
+
+/**
+ * Opens the store (PGlite in the data dir, or PostgreSQL) and builds every service on it around the given engine.
+ * The engine is the caller's: it starts, drains and disposes it.
+ */
+export async function buildServices(
+  config: HearthConfig,
+  options: BuildServicesOptions,
+): Promise<ServiceGraph> {
+  const { engine, logger } = options;
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  let tenancy: Tenancy;
+  let services: Services;
+  try {
+    tenancy = createTenancy(store.db, {
+      keySecret: loadOrCreateKeySecret(config),
+      modelIds: config.models.map((m) => m.id),
+      onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
+      ...options.tenancy,
+    });
+    services = createServices({
+      config,
+      engine,
+      tenancy,
+      db: store.db,
+      adminToken: loadOrCreateAdminToken(config),
+      logger,
+      ...(options.draining === undefined ? {} : { draining: options.draining }),
+    });
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  let disposing: Promise<void> | undefined;
+  const dispose = () => {
+    disposing ??= (async () => {
+      await disposeServices(services);
+      await tenancy.dispose(); // writes the coalesced last_used_at times before the store closes
+      await store.close();
+    })();
+    return disposing;
+  };
+  return { services, store, dispose };
+}
+
+interface ServiceParts {
   config: HearthConfig;
   engine: Engine;
-  tenancy: TenancyService;
+  tenancy: Tenancy;
   db: StoreDb;
   adminToken: string;
   logger: Logger;
@@ -49,7 +123,7 @@ export interface ServiceParts {
 }
 
 /** Builds the limiter, usage meter, metrics and accounting around the engine, tenancy and store. */
-export function createServices(parts: ServiceParts): Services {
+function createServices(parts: ServiceParts): Services {
   const { config, engine, tenancy, db, adminToken, logger } = parts;
   const usageMeter = new PgUsageMeter(db, {
     onError: (err) =>
@@ -59,26 +133,31 @@ export function createServices(parts: ServiceParts): Services {
   });
   const metrics = new Metrics(engine);
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger);
+  const limiter = createRateLimiter({ redis, logger });
+  const accounting = new Accounting({ usageMeter, metrics, logger });
+  const modelAccess = new ModelAccess(engine, (orgId) => tenancy.orgs.allowedModels(orgId));
   return {
     config,
     engine,
     tenancy,
     adminToken,
     logger,
-    limiter: createRateLimiter({ redis, logger }),
+    limiter,
     redis,
     invalidations: redis === undefined ? undefined : new InvalidationBroadcast(tenancy, { redis, logger }),
     usageMeter,
     usageQueries: new UsageQueries(db),
     metrics,
-    accounting: new Accounting({ usageMeter, metrics, logger }),
+    accounting,
+    modelAccess,
+    completions: new CompletionsService({ engine, access: modelAccess, limiter, accounting }),
     storeReady: () => true,
     draining: parts.draining ?? (() => false),
   };
 }
 
 /** Releases what createServices made (after the engine has drained and before the store closes). */
-export async function disposeServices(services: Services): Promise<void> {
+async function disposeServices(services: Services): Promise<void> {
   await services.accounting.settled();
   await services.usageMeter.dispose(); // every admitted request's record is written before the store closes
   await services.limiter.dispose();

@@ -2,29 +2,26 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, CommanderError } from "commander";
-import { Hono } from "hono";
+import type { Hono } from "hono";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAdminApp } from "../admin/admin-app.js";
-import { loadOrCreateAdminToken } from "../admin/admin-token.js";
+import type { FakeEngine } from "../../test/support/fake-engine.js";
+import { startTestApp, type TestApp } from "../../test/support/test-app.js";
 import type { AppEnv } from "../app/env.js";
-import { apiErrorResponse } from "../app/error-mapping.js";
 import type { HearthConfig } from "../config/schema.js";
-import { mapDomainError } from "../errors/domain-errors.js";
-import { openStore, type Store } from "../store/open-store.js";
+import type { Store } from "../store/open-store.js";
 import { users as usersTable } from "../store/schema.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
-import { createTenancy, type Tenancy } from "../tenancy/tenancy.js";
+import type { Tenancy } from "../tenancy/tenancy.js";
 import { PgUsageMeter } from "../usage/pg-meter.js";
-import { UsageQueries } from "../usage/queries.js";
 import { parseDuration } from "./admin/arguments.js";
 import { type AdminCommandsOptions, registerAdminCommands } from "./admin.js";
 
 const SERVER_URL = "http://hearth.test:8000";
 
+let harness: TestApp<FakeEngine>;
 let dir: string;
 let store: Store;
 let tenancy: Tenancy;
-let adminToken: string;
 let app: Hono<AppEnv>;
 
 function configFor(overrides: Partial<HearthConfig> = {}): HearthConfig {
@@ -43,24 +40,19 @@ function configFor(overrides: Partial<HearthConfig> = {}): HearthConfig {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "hearth-cli-"));
-  store = await openStore({ dataDir: dir });
-  tenancy = createTenancy(store.db, {
-    keySecret: Buffer.alloc(32, 5),
-    modelIds: ["tiny", "small"],
-    passwordParams: { N: 1 << 10, r: 8, p: 1 },
+  // The whole app; no admin token configured, so the server creates one in the data dir, where the CLI finds it.
+  harness = await startTestApp({
+    models: [{ id: "tiny" }, { id: "small" }],
+    adminToken: null,
+    bootstrap: false,
   });
-  // The CLI finds the token the server created in the data dir.
-  adminToken = loadOrCreateAdminToken({ dataDir: dir, adminToken: undefined });
-  app = new Hono<AppEnv>();
-  app.route("/admin/v1", createAdminApp(tenancy, adminToken, { usage: new UsageQueries(store.db) }));
-  app.onError((err, c) => apiErrorResponse(c, mapDomainError(err)));
+  ({ store, app } = harness);
+  dir = harness.config.dataDir;
+  tenancy = harness.services.tenancy;
 });
 
 afterAll(async () => {
-  await tenancy?.dispose();
-  await store?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await harness?.close();
 });
 
 interface RunResult {

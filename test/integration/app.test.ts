@@ -1,52 +1,29 @@
 // The composed app in memory (app.request, no port): readiness, routing errors and headers, real store and engine.
-import { rmSync } from "node:fs";
+// The same HTTP paths on the fake engine, without the model: app-fake-engine.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../src/app/create-app.js";
-import { createServices } from "../../src/app/services.js";
-import { loadOrCreateKeySecret } from "../../src/auth/key-secret.js";
-import { loadConfig } from "../../src/config/load.js";
-import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
-import { createLogger } from "../../src/observability/logger.js";
-import { openStore, type Store } from "../../src/store/open-store.js";
-import { TenancyService } from "../../src/tenancy/tenancy-service.js";
-import { dataDirWithPglite } from "../support/pglite-template.js";
+import { defaultModels } from "../../src/config/schema.js";
+import type { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
+import type { Tenancy } from "../../src/tenancy/tenancy.js";
+import { llamaEngine } from "../support/llama-engine.js";
+import { startTestApp, type TestApp } from "../support/test-app.js";
 
-let dataDir: string;
-let store: Store;
+let harness: TestApp<LlamaEngine>;
 let engine: LlamaEngine;
-let app: ReturnType<typeof createApp>;
+let app: TestApp<LlamaEngine>["app"];
 let apiKey: string;
-let tenancy: TenancyService;
+let tenancy: Tenancy;
 
 beforeAll(async () => {
-  dataDir = await dataDirWithPglite();
-  const config = loadConfig({
-    env: { HEARTH_DATA_DIR: dataDir, HEARTH_MODELS_DIR: process.env.HEARTH_MODELS_DIR ?? "" },
+  harness = await startTestApp({
+    engine: llamaEngine,
+    models: defaultModels.map((m) => ({ ...m, parallel: 2 })),
   });
-  store = await openStore({ dataDir, databaseUrl: undefined });
-  const modelIds = config.models.map((m) => m.id);
-  tenancy = new TenancyService(store.db, { keySecret: loadOrCreateKeySecret(config), modelIds });
-  apiKey = (await tenancy.bootstrap(modelIds))?.key ?? "";
-  engine = new LlamaEngine({
-    models: config.models.map((m) => ({ ...m, parallel: 2 })),
-    resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
-  });
-  const services = createServices({
-    config,
-    engine,
-    tenancy,
-    adminToken: "admin-token-for-tests",
-    logger: createLogger("silent"),
-    db: store.db,
-  });
-  app = createApp(services);
+  ({ engine, app, apiKey } = harness);
+  tenancy = harness.services.tenancy;
 });
 
 afterAll(async () => {
-  await engine?.dispose();
-  await store?.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await harness?.close();
 });
 
 const chat = (body: unknown) =>
@@ -206,7 +183,7 @@ describe("/metrics", () => {
     );
 
     const limitedBefore = await metric("hearth_rate_limited_total");
-    await tenancy.setLimits("default", { rpm: 1 });
+    await tenancy.orgs.setLimits("default", { rpm: 1 });
     try {
       const statuses = [];
       for (let i = 0; i < 2; i++)
@@ -215,7 +192,7 @@ describe("/metrics", () => {
       expect(await metric("hearth_rate_limited_total")).toBe(limitedBefore + 1);
       expect(await metric("hearth_requests_total", { model: MODEL, status: "429" })).toBe(1);
     } finally {
-      await tenancy.setLimits("default", { rpm: 0 });
+      await tenancy.orgs.setLimits("default", { rpm: 0 });
     }
   });
 });

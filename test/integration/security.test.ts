@@ -1,22 +1,20 @@
 // The shared security suite: every /v1 route against missing, malformed, foreign, unknown, revoked and expired
 // credentials, model access across organizations, the admin API's token, and secrets in logs, store and data dir.
-// Runs the real app (createApp) in memory on PGlite and on PostgreSQL; the engine is never started, so a request
-// that passes auth and access ends in 503 "starting up", which is exactly what proves it got past both checks.
+// Runs the real app (the test harness: buildServices → createApp) in memory on PGlite and on PostgreSQL; the engine
+// never becomes ready (models loading), so a request that passes auth and access ends in 503 "starting up", which
+// is exactly what proves it got past both checks.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createApp } from "../../src/app/create-app.js";
-import { createServices } from "../../src/app/services.js";
 import { loadOrCreateKeySecret } from "../../src/auth/key-secret.js";
 import { MISSING_API_KEY_MESSAGE } from "../../src/auth/require-api-key.js";
-import { type HearthConfig, modelConfigSchema } from "../../src/config/schema.js";
-import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import { createLogger } from "../../src/observability/logger.js";
-import { openStore, type Store } from "../../src/store/open-store.js";
-import { TenancyService } from "../../src/tenancy/tenancy-service.js";
-import { type Backend, STORE_BACKENDS } from "../support/store-backends.js";
+import type { Store } from "../../src/store/open-store.js";
+import { createTenancy, type Tenancy } from "../../src/tenancy/tenancy.js";
+import type { FakeEngine } from "../support/fake-engine.js";
+import { startTestApp, type TestApp } from "../support/test-app.js";
 
 const ADMIN_TOKEN = "hearth-admin-security-suite-token-0123456789";
 // org A may use alpha and shared, org B beta and shared, org C nothing.
@@ -98,56 +96,36 @@ function filesUnder(dir: string): string[] {
   return out;
 }
 
-describe.each(STORE_BACKENDS)("security of every /v1 route on %s", (backendName, makeBackend) => {
-  let backend: Backend;
+const STORES = [
+  ["PGlite", "pglite"],
+  ["PostgreSQL", "postgres"],
+] as const;
+
+describe.each(STORES)("security of every /v1 route on %s", (backendName, storeKind) => {
+  let harness: TestApp<FakeEngine>;
   let store: Store;
-  let tenancy: TenancyService;
-  let engine: LlamaEngine;
-  let app: ReturnType<typeof createApp>;
+  let tenancy: Tenancy;
+  let app: TestApp<FakeEngine>["app"];
   const logs = captureStream();
   /** Milliseconds added to the service's clock: expiry is tested by moving time, not by waiting. */
   let clockOffset = 0;
   /** Every secret this suite ever saw: none may show up in logs, the store or the data dir. */
   const secrets: string[] = [ADMIN_TOKEN];
   const keys: Record<"a" | "b" | "c", string> = { a: "", b: "", c: "" };
-  let storeClosed = false;
-
-  function config(dataDir: string): HearthConfig {
-    return {
-      server: { host: "127.0.0.1", port: 0, maxBodyBytes: 1 << 20, maxN: 8, keepAliveMs: 5000 },
-      models: MODEL_IDS.map((id) => modelConfigSchema.parse({ id, source: `/nonexistent/${id}.gguf` })),
-      dataDir,
-      databaseUrl: backend.options.databaseUrl,
-      redisUrl: undefined,
-      modelsDir: dataDir,
-      adminToken: ADMIN_TOKEN,
-      serverUrl: "http://127.0.0.1:0",
-      logLevel: "debug",
-    };
-  }
 
   beforeAll(async () => {
-    backend = await makeBackend();
-    store = await openStore(backend.options);
-    const cfg = config(backend.options.dataDir);
-    tenancy = new TenancyService(store.db, {
-      keySecret: loadOrCreateKeySecret(cfg),
-      modelIds: MODEL_IDS,
-      now: () => Date.now() + clockOffset,
-    });
-    engine = new LlamaEngine({
-      models: cfg.models,
-      resolveModelPath: () => Promise.reject(new Error("the security suite never loads a model")),
-    });
-    const services = createServices({
-      config: cfg,
-      engine,
-      tenancy,
+    harness = await startTestApp({
+      store: storeKind,
+      models: MODEL_IDS.map((id) => ({ id })),
+      server: { maxBodyBytes: 1 << 20 },
+      fake: { ready: false },
       adminToken: ADMIN_TOKEN,
       logger: createLogger("debug", logs.stream),
-      db: store.db,
+      tenancy: { now: () => Date.now() + clockOffset },
+      bootstrap: false,
     });
-    app = createApp(services);
+    ({ store, app } = harness);
+    tenancy = harness.services.tenancy;
 
     // Set up through the admin API, as an operator would.
     await adminCall("POST", "/orgs", { name: "a", models: ["alpha", "shared"] });
@@ -157,12 +135,7 @@ describe.each(STORE_BACKENDS)("security of every /v1 route on %s", (backendName,
   });
 
   afterAll(async () => {
-    await engine?.dispose();
-    if (!storeClosed) {
-      await tenancy?.dispose();
-      await store?.close();
-    }
-    await backend?.cleanup();
+    await harness?.close();
   });
 
   async function adminCall(method: string, path: string, body?: unknown, token: string | null = ADMIN_TOKEN) {
@@ -288,7 +261,7 @@ describe.each(STORE_BACKENDS)("security of every /v1 route on %s", (backendName,
 
     it("answers 401 for a key that expires while it is cached", async () => {
       // Expiry inside the cache TTL: only the expiry check on the cached entry can refuse it.
-      const created = await tenancy.createKey("a", { expiresAt: new Date(Date.now() + clockOffset + 300) });
+      const created = await tenancy.keys.create("a", { expiresAt: new Date(Date.now() + clockOffset + 300) });
       secrets.push(created.key);
       expectAllowed(route, await call(route, "alpha", `Bearer ${created.key}`));
       clockOffset += 300;
@@ -367,14 +340,14 @@ describe.each(STORE_BACKENDS)("security of every /v1 route on %s", (backendName,
     it("sees a revocation made on another replica within the cache TTL of one second", async () => {
       const [, list] = ROUTES as [Route, Route];
       const key = await newKey("b");
-      const otherReplica = new TenancyService(store.db, {
-        keySecret: loadOrCreateKeySecret(config(backend.options.dataDir)),
+      const otherReplica = createTenancy(store.db, {
+        keySecret: loadOrCreateKeySecret(harness.config),
         modelIds: MODEL_IDS,
       });
-      const info = (await otherReplica.listKeys("b")).find((k) => k.display.endsWith(key.slice(-4)));
+      const info = (await otherReplica.keys.list("b")).find((k) => k.display.endsWith(key.slice(-4)));
       expect((await call(list, "", `Bearer ${key}`)).status).toBe(200); // cached on this replica
       const revokedAt = performance.now();
-      await otherReplica.revokeKey(info?.id ?? "");
+      await otherReplica.keys.revoke(info?.id ?? "");
       await otherReplica.dispose();
       let status = 200;
       while (status === 200 && performance.now() - revokedAt < 3000) {
@@ -452,10 +425,8 @@ describe.each(STORE_BACKENDS)("security of every /v1 route on %s", (backendName,
     });
 
     it("are nowhere in the data dir", async () => {
-      await tenancy.dispose();
-      await store.close(); // everything the store holds is on disk now
-      storeClosed = true;
-      const files = filesUnder(backend.options.dataDir);
+      await harness.dispose(); // everything the store holds is on disk now
+      const files = filesUnder(harness.config.dataDir);
       if (backendName === "PGlite") expect(files.length).toBeGreaterThan(100);
       expect(files.some((f) => f.endsWith("key-secret"))).toBe(true);
       for (const file of files) {

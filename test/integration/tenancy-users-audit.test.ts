@@ -12,7 +12,7 @@ import {
   UnknownModelIdError,
 } from "../../src/tenancy/errors.js";
 import { verifyPassword } from "../../src/tenancy/password.js";
-import { TenancyService } from "../../src/tenancy/tenancy-service.js";
+import { createTenancy, type Tenancy } from "../../src/tenancy/tenancy.js";
 import { type Backend, STORE_BACKENDS } from "../support/store-backends.js";
 
 const MODELS = ["tiny", "small"];
@@ -23,10 +23,10 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
   let backend: Backend;
   let store: Store;
   let clock = Date.parse("2031-05-01T00:00:00Z");
-  let tenancy: TenancyService;
+  let tenancy: Tenancy;
 
   const service = (options: { lastUsedFlushMs?: number } = {}) =>
-    new TenancyService(store.db, {
+    createTenancy(store.db, {
       keySecret: KEY_SECRET,
       modelIds: MODELS,
       now: () => clock,
@@ -39,8 +39,8 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
     store = await openStore(backend.options);
     // A long flush interval: these tests decide when last-use times are written.
     tenancy = service({ lastUsedFlushMs: 3_600_000 });
-    await tenancy.createOrg("acme", ["tiny"]);
-    await tenancy.createOrg("beta");
+    await tenancy.orgs.create("acme", ["tiny"]);
+    await tenancy.orgs.create("beta");
   });
 
   afterAll(async () => {
@@ -53,7 +53,7 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
 
   describe("users and memberships", () => {
     it("creates a user with a scrypt hash and a membership; the password is stored nowhere in clear", async () => {
-      const created = await tenancy.createUser({
+      const created = await tenancy.users.create({
         orgName: "acme",
         email: "  Owner@Acme.TEST ",
         password: "correct horse battery",
@@ -73,20 +73,20 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
     });
 
     it("generates a password when none is given and returns it once", async () => {
-      const created = await tenancy.createUser({ orgName: "beta", email: "m@beta.test" });
+      const created = await tenancy.users.create({ orgName: "beta", email: "m@beta.test" });
       expect(created.role).toBe("member");
       expect(created.generatedPassword).toMatch(/^[0-9A-Za-z]{22}$/);
       const [row] = await store.db.select().from(users).where(eq(users.id, created.id));
       expect(await verifyPassword(created.generatedPassword ?? "", row?.passwordHash ?? "")).toBe(true);
-      expect(JSON.stringify(await tenancy.listUsers("beta"))).not.toContain(created.generatedPassword);
+      expect(JSON.stringify(await tenancy.users.list("beta"))).not.toContain(created.generatedPassword);
     });
 
     it("keeps emails unique regardless of case, and writes nothing for a refused user", async () => {
       const before = (await auditRows()).length;
-      await expect(tenancy.createUser({ orgName: "beta", email: "OWNER@acme.test" })).rejects.toBeInstanceOf(
-        DuplicateUserError,
-      );
-      await expect(tenancy.createUser({ orgName: "nope", email: "x@acme.test" })).rejects.toBeInstanceOf(
+      await expect(
+        tenancy.users.create({ orgName: "beta", email: "OWNER@acme.test" }),
+      ).rejects.toBeInstanceOf(DuplicateUserError);
+      await expect(tenancy.users.create({ orgName: "nope", email: "x@acme.test" })).rejects.toBeInstanceOf(
         OrgNotFoundError,
       );
       for (const input of [
@@ -94,17 +94,17 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
         { email: "x@acme.test", password: "short" },
         { email: "x@acme.test", role: "admin" as "owner" },
       ]) {
-        await expect(tenancy.createUser({ orgName: "acme", ...input })).rejects.toBeInstanceOf(
+        await expect(tenancy.users.create({ orgName: "acme", ...input })).rejects.toBeInstanceOf(
           TenancyValidationError,
         );
       }
-      expect((await tenancy.listUsers("acme")).map((u) => u.email)).toEqual(["owner@acme.test"]);
+      expect((await tenancy.users.list("acme")).map((u) => u.email)).toEqual(["owner@acme.test"]);
       expect(await auditRows()).toHaveLength(before);
     });
 
     it("refuses a role the database does not know even past the service (check constraint)", async () => {
       const [user] = await store.db.select().from(users).limit(1);
-      const beta = await tenancy.getOrgByName("beta");
+      const beta = await tenancy.orgs.getByName("beta");
       await expect(
         store.db.insert(memberships).values({ userId: user?.id ?? "", orgId: beta?.id ?? "", role: "root" }),
       ).rejects.toThrow();
@@ -113,22 +113,26 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
 
   describe("limits", () => {
     it("stores rpm and tpm (0 = unlimited = null) at creation and on change", async () => {
-      const org = await tenancy.createOrg("metered", [], { rpm: 60, tpm: 0 });
+      const org = await tenancy.orgs.create("metered", [], { rpm: 60, tpm: 0 });
       expect(org).toMatchObject({ rpm: 60, tpm: null });
-      expect(await tenancy.setLimits("metered", { tpm: 1000 })).toMatchObject({ rpm: 60, tpm: 1000 });
-      expect(await tenancy.setLimits("metered", { rpm: 0 })).toMatchObject({ rpm: null, tpm: 1000 });
-      const listed = (await tenancy.listOrgs()).find((o) => o.name === "metered");
+      expect(await tenancy.orgs.setLimits("metered", { tpm: 1000 })).toMatchObject({ rpm: 60, tpm: 1000 });
+      expect(await tenancy.orgs.setLimits("metered", { rpm: 0 })).toMatchObject({ rpm: null, tpm: 1000 });
+      const listed = (await tenancy.orgs.list()).find((o) => o.name === "metered");
       expect(listed).toMatchObject({ rpm: null, tpm: 1000 });
     });
 
     it("refuses bad values, empty changes and unknown orgs", async () => {
-      await expect(tenancy.setLimits("metered", {})).rejects.toBeInstanceOf(TenancyValidationError);
-      await expect(tenancy.setLimits("metered", { rpm: -1 })).rejects.toBeInstanceOf(TenancyValidationError);
-      await expect(tenancy.setLimits("metered", { tpm: 2.5 })).rejects.toBeInstanceOf(TenancyValidationError);
-      await expect(tenancy.createOrg("m2", [], { rpm: -3 })).rejects.toBeInstanceOf(TenancyValidationError);
-      await expect(tenancy.setLimits("nope", { rpm: 1 })).rejects.toBeInstanceOf(OrgNotFoundError);
-      expect(await tenancy.getOrgByName("m2")).toBeNull();
-      expect(await tenancy.getOrgByName("metered")).toMatchObject({ rpm: null, tpm: 1000 });
+      await expect(tenancy.orgs.setLimits("metered", {})).rejects.toBeInstanceOf(TenancyValidationError);
+      await expect(tenancy.orgs.setLimits("metered", { rpm: -1 })).rejects.toBeInstanceOf(
+        TenancyValidationError,
+      );
+      await expect(tenancy.orgs.setLimits("metered", { tpm: 2.5 })).rejects.toBeInstanceOf(
+        TenancyValidationError,
+      );
+      await expect(tenancy.orgs.create("m2", [], { rpm: -3 })).rejects.toBeInstanceOf(TenancyValidationError);
+      await expect(tenancy.orgs.setLimits("nope", { rpm: 1 })).rejects.toBeInstanceOf(OrgNotFoundError);
+      expect(await tenancy.orgs.getByName("m2")).toBeNull();
+      expect(await tenancy.orgs.getByName("metered")).toMatchObject({ rpm: null, tpm: 1000 });
     });
   });
 
@@ -136,15 +140,15 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
     it("records who did what to which target and when, for every kind of change", async () => {
       const start = (await auditRows()).length;
       clock += 1000;
-      await tenancy.grantModel("beta", "small", "user_abc");
-      await tenancy.grantModel("beta", "small"); // no change, no record
-      await tenancy.revokeModel("beta", "small");
-      const key = await tenancy.createKey("beta", { name: "k", actor: "user_abc" });
-      await tenancy.revokeKey(key.id);
-      await tenancy.revokeKey(key.id); // already revoked, no record
-      await tenancy.setLimits("beta", { rpm: 5 });
+      await tenancy.orgs.grantModel("beta", "small", "user_abc");
+      await tenancy.orgs.grantModel("beta", "small"); // no change, no record
+      await tenancy.orgs.revokeModel("beta", "small");
+      const key = await tenancy.keys.create("beta", { name: "k", actor: "user_abc" });
+      await tenancy.keys.revoke(key.id);
+      await tenancy.keys.revoke(key.id); // already revoked, no record
+      await tenancy.orgs.setLimits("beta", { rpm: 5 });
       const rows = (await auditRows()).slice(start);
-      const beta = await tenancy.getOrgByName("beta");
+      const beta = await tenancy.orgs.getByName("beta");
       expect(rows.map((r) => [r.actor, r.action, r.target, r.orgId])).toEqual([
         ["user_abc", "grant", "small", beta?.id],
         ["admin", "revoke-grant", "small", beta?.id],
@@ -161,7 +165,7 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
     });
 
     it("has org.create and user.create entries, and the bootstrap is done by the system", async () => {
-      const entries = await tenancy.listAudit({ limit: 1000 });
+      const entries = await tenancy.audit.list({ limit: 1000 });
       const creates = entries.filter((e) => e.action === "org.create").map((e) => e.target);
       expect(creates).toEqual(expect.arrayContaining(["acme", "beta", "metered"]));
       const userCreates = entries.filter((e) => e.action === "user.create");
@@ -175,9 +179,9 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
 
     it("writes no audit row when the change fails, and no change without its audit row", async () => {
       const before = (await auditRows()).length;
-      await expect(tenancy.revokeModel("beta", "tiny")).rejects.toBeInstanceOf(GrantNotFoundError);
-      await expect(tenancy.grantModel("beta", "huge")).rejects.toBeInstanceOf(UnknownModelIdError);
-      await expect(tenancy.createKey("nope")).rejects.toBeInstanceOf(OrgNotFoundError);
+      await expect(tenancy.orgs.revokeModel("beta", "tiny")).rejects.toBeInstanceOf(GrantNotFoundError);
+      await expect(tenancy.orgs.grantModel("beta", "huge")).rejects.toBeInstanceOf(UnknownModelIdError);
+      await expect(tenancy.keys.create("nope")).rejects.toBeInstanceOf(OrgNotFoundError);
       expect(await auditRows()).toHaveLength(before);
 
       // Same transaction: an audit row that cannot be written rolls the change back.
@@ -185,31 +189,31 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
         sqlText("alter table audit_log add constraint audit_block check (action <> 'grant') not valid"),
       );
       try {
-        await expect(tenancy.grantModel("beta", "tiny")).rejects.toThrow();
-        expect((await tenancy.getOrgByName("beta"))?.models).toEqual([]);
+        await expect(tenancy.orgs.grantModel("beta", "tiny")).rejects.toThrow();
+        expect((await tenancy.orgs.getByName("beta"))?.models).toEqual([]);
       } finally {
         await store.db.execute(sqlText("alter table audit_log drop constraint audit_block"));
       }
     });
 
     it("lists newest first, by org, with paging", async () => {
-      const all = await tenancy.listAudit();
+      const all = await tenancy.audit.list();
       expect(all.map((e) => e.id)).toEqual([...all.map((e) => e.id)].sort((a, b) => b - a));
-      const metered = await tenancy.listAudit({ orgName: "metered" });
+      const metered = await tenancy.audit.list({ orgName: "metered" });
       expect(metered.map((e) => e.action)).toEqual(["limits.set", "limits.set", "org.create"]);
-      const page = await tenancy.listAudit({ limit: 2, beforeId: all[0]?.id });
+      const page = await tenancy.audit.list({ limit: 2, beforeId: all[0]?.id });
       expect(page.map((e) => e.id)).toEqual([all[1]?.id, all[2]?.id]);
-      await expect(tenancy.listAudit({ limit: 0 })).rejects.toBeInstanceOf(TenancyValidationError);
-      await expect(tenancy.listAudit({ orgName: "nope" })).rejects.toBeInstanceOf(OrgNotFoundError);
+      await expect(tenancy.audit.list({ limit: 0 })).rejects.toBeInstanceOf(TenancyValidationError);
+      await expect(tenancy.audit.list({ orgName: "nope" })).rejects.toBeInstanceOf(OrgNotFoundError);
     });
   });
 
   describe("last_used_at", () => {
     it("is coalesced in memory: many uses, no write until the flush, then one write of the latest", async () => {
-      const key = await tenancy.createKey("acme");
+      const key = await tenancy.keys.create("acme");
       const firstUse = clock;
       for (let i = 0; i < 50; i++) {
-        expect(await tenancy.verifyKey(key.key)).not.toBeNull();
+        expect(await tenancy.keys.verify(key.key)).not.toBeNull();
         clock += 10;
       }
       const lastUse = clock - 10;
@@ -218,7 +222,7 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
         null;
       expect(await stored()).toBeNull();
       // Lists already show the pending use.
-      const listed = (await tenancy.listKeys("acme")).find((k) => k.id === key.id);
+      const listed = (await tenancy.keys.list("acme")).find((k) => k.id === key.id);
       expect(listed?.lastUsedAt?.getTime()).toBe(lastUse);
       expect(lastUse).toBeGreaterThan(firstUse);
       await tenancy.flush();
@@ -226,8 +230,8 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
     });
 
     it("never moves back when another replica wrote a later use", async () => {
-      const key = await tenancy.createKey("acme");
-      await tenancy.verifyKey(key.key);
+      const key = await tenancy.keys.create("acme");
+      await tenancy.keys.verify(key.key);
       const usedHere = clock;
       const later = new Date(clock + 60_000);
       await store.db.update(apiKeys).set({ lastUsedAt: later }).where(eq(apiKeys.id, key.id));
@@ -239,8 +243,8 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
 
     it("is flushed by the timer every few seconds and by dispose() on shutdown", async () => {
       const timed = service({ lastUsedFlushMs: 50 });
-      const a = await timed.createKey("acme");
-      await timed.verifyKey(a.key);
+      const a = await timed.keys.create("acme");
+      await timed.keys.verify(a.key);
       const written = async (id: string) =>
         (await store.db.select().from(apiKeys).where(eq(apiKeys.id, id)))[0]?.lastUsedAt ?? null;
       const deadline = Date.now() + 5000;
@@ -249,8 +253,8 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
       expect((await written(a.id))?.getTime()).toBe(clock);
 
       const slow = service({ lastUsedFlushMs: 3_600_000 });
-      const b = await slow.createKey("acme");
-      await slow.verifyKey(b.key);
+      const b = await slow.keys.create("acme");
+      await slow.keys.verify(b.key);
       expect(await written(b.id)).toBeNull();
       await slow.dispose();
       expect((await written(b.id))?.getTime()).toBe(clock);
@@ -259,15 +263,15 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
 
     it("keeps uses whose write failed for the next flush", async () => {
       const errors: unknown[] = [];
-      const flaky = new TenancyService(store.db, {
+      const flaky = createTenancy(store.db, {
         keySecret: KEY_SECRET,
         modelIds: MODELS,
         now: () => clock,
         lastUsedFlushMs: 3_600_000,
         onBackgroundError: (err) => errors.push(err),
       });
-      const key = await flaky.createKey("acme");
-      await flaky.verifyKey(key.key);
+      const key = await flaky.keys.create("acme");
+      await flaky.keys.verify(key.key);
       await store.db.execute(sqlText("alter table api_keys rename column last_used_at to lu_tmp"));
       try {
         await expect(flaky.flush()).rejects.toThrow();
@@ -286,7 +290,7 @@ describe.each(STORE_BACKENDS)("users, limits, audit and last use on %s", (_name,
     const other = await makeBackend();
     const otherStore = await openStore(other.options);
     try {
-      const fresh = new TenancyService(otherStore.db, { keySecret: KEY_SECRET, modelIds: MODELS });
+      const fresh = createTenancy(otherStore.db, { keySecret: KEY_SECRET, modelIds: MODELS });
       await fresh.bootstrap(MODELS);
       await fresh.dispose();
       const rows = await otherStore.db.select().from(auditLog);
