@@ -1,7 +1,7 @@
 // The engine's ceiling on this machine: the cost of one llama_decode of B tokens (plus sampling), raw node-llama-cpp.
-import { getLlama, type LlamaContext, type LlamaContextSequence, type Token } from "node-llama-cpp";
+import { getLlama, type LlamaContextSequence, LlamaLogLevel, type Token } from "node-llama-cpp";
+import { countingStrategy, createRunnerStats } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
-import { sequenceOrderStrategy } from "../src/engine/llama/model-runner.js";
 import { median } from "./stats.js";
 
 export interface DecodeCostRow {
@@ -23,27 +23,6 @@ export interface DecodeCostOptions {
   threads: number;
 }
 
-/** Counts llama_decode calls by wrapping the addon's batch start, as the engine's runner does. */
-function countDecodes(context: LlamaContext): { count: number } {
-  const counter = { count: 0 };
-  const holder = context as unknown as { _ctx: Record<string | symbol, unknown> };
-  const native = holder._ctx;
-  holder._ctx = new Proxy(native, {
-    get(target, property) {
-      const value = target[property];
-      if (typeof value !== "function") return value;
-      if (property === "initBatch") {
-        return (...args: unknown[]) => {
-          counter.count++;
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      }
-      return (value as (...a: unknown[]) => unknown).bind(target);
-    },
-  });
-  return counter;
-}
-
 const PROMPT = "Write a long story about a lighthouse keeper.";
 const WARMUP_STEPS = 3;
 
@@ -51,12 +30,19 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
   const cores = usableCores();
   const threads = options.threads > 0 ? Math.min(options.threads, cores) : cores;
   const sequences = Math.max(...options.batches);
-  const llama = await getLlama({ gpu: false, build: "never", maxThreads: cores, logLevel: "error" as never });
+  const llama = await getLlama({
+    gpu: false,
+    build: "never",
+    maxThreads: cores,
+    logLevel: LlamaLogLevel.error,
+  });
   try {
     const model = await llama.loadModel({ modelPath: options.modelPath });
     const prompt = model.tokenize(PROMPT);
     // Sequence 0 takes part in every batch size: room for its prompt and all of its steps.
     const needed = prompt.length + options.batches.length * (WARMUP_STEPS + options.steps) + 16;
+    // llama_decode calls, counted by the batching strategy as the engine's runner counts them.
+    const stats = createRunnerStats();
     const context = await model.createContext({
       sequences,
       contextSize: Math.max(256, Math.ceil(needed / 256) * 256),
@@ -64,7 +50,7 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
       threads,
       // As the engine creates its context, so the kernels are the same.
       flashAttention: true,
-      batching: { itemPrioritizationStrategy: sequenceOrderStrategy as never },
+      batching: { itemPrioritizationStrategy: countingStrategy(stats) },
     });
     const all: LlamaContextSequence[] = Array.from({ length: sequences }, () => context.getSequence());
     await Promise.all(all.map((s) => s.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1))));
@@ -72,7 +58,6 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
     // Each generator feeds back the token it sampled on every next(): one token per sequence per step.
     const generators = all.map((s) => s.evaluate([last], { temperature: 0, yieldEogToken: true }));
 
-    const decodes = countDecodes(context);
     const step = async (batch: number) => {
       const start = performance.now();
       // Started in one tick, in ascending sequence id: the library puts them into one decode.
@@ -85,9 +70,9 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
     // Batch sizes interleaved step by step, so the machine's noise spreads over all of them alike.
     for (let i = 0; i < options.steps; i++) {
       for (const batch of options.batches) {
-        const before = decodes.count;
+        const before = stats.decodes;
         times.get(batch)?.push(await step(batch));
-        decodeCalls.set(batch, (decodeCalls.get(batch) ?? 0) + decodes.count - before);
+        decodeCalls.set(batch, (decodeCalls.get(batch) ?? 0) + stats.decodes - before);
       }
     }
     const rows = options.batches.map((batch) => {

@@ -1,4 +1,5 @@
-// The engine in-process, without HTTP: the same requests the service gets, straight into Engine.generate.
+// The engine in-process, without HTTP: the same requests the service gets, prepared and enqueued directly.
+import { generate } from "../src/engine/generate.js";
 import type { Engine } from "../src/engine/types.js";
 import { SEED, type StreamEvent, type Target } from "./workload.js";
 
@@ -12,7 +13,7 @@ async function* streamGeneration(
   maxTokens: number,
   prompt: string,
 ): AsyncGenerator<StreamEvent> {
-  const generation = await engine.generate({
+  const generation = await generate(engine, {
     model,
     messages: [{ role: "user", content: prompt }],
     enableThinking: false,

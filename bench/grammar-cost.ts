@@ -1,6 +1,7 @@
 // What a JSON grammar costs: decode tokens/s with and without JSON mode, in-process, on the same prompts.
 import { pathToFileURL } from "node:url";
 import { loadConfig } from "../src/config/load.js";
+import { generate } from "../src/engine/generate.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
 import type { GenerationRequest, OutputRequest } from "../src/engine/types.js";
 import { ensureModelFile } from "../src/models/fetch.js";
@@ -59,7 +60,7 @@ async function run(
         cacheScope: "bench",
         ...(output === undefined ? {} : { output }),
       };
-      const generation = await engine.generate(request);
+      const generation = await generate(engine, request);
       let tokens = 0;
       for await (const event of generation.events)
         if (event.type === "usage") tokens = event.usage.completionTokens;

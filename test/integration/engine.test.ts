@@ -1,8 +1,9 @@
-// The llama engine on the real default model, in-process: batching, prefix reuse, n>1, seeds, limits, admission,
+// The llama engine on the real default model, in-process: batching, prefix reuse, n>1, seeds, limits, prepare,
 // the fair queue, aborts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import { ContextOverflowError, QueueFullError, RequestAbortedError } from "../../src/engine/errors.js";
+import { generate } from "../../src/engine/generate.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { ModelRunner } from "../../src/engine/llama/model-runner.js";
 import type {
@@ -83,7 +84,7 @@ async function collect(generation: Generation): Promise<Collected> {
   return { texts, reasons, events, usage };
 }
 
-/** Polls the runner (submit renders and tokenizes before it queues) until `condition` holds. */
+/** Polls the runner (prepare renders and tokenizes before anything is queued) until `condition` holds. */
 async function until(condition: () => boolean, what: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (!condition()) {
@@ -115,7 +116,8 @@ function tracker() {
 describe("llama engine on the real model", () => {
   it("answers a question greedily and reports usage", async () => {
     const result = await collect(
-      await engine.generate(
+      await generate(
+        engine,
         request("", {
           messages: [
             { role: "system", content: "You are a helpful assistant." },
@@ -135,7 +137,7 @@ describe("llama engine on the real model", () => {
     const results = await Promise.all(
       prompts.map(async (p) =>
         collect(
-          await engine.generate(request(p, { sampling: sampling({ maxTokens: 40, ignoreEos: true }) })),
+          await generate(engine, request(p, { sampling: sampling({ maxTokens: 40, ignoreEos: true }) })),
         ),
       ),
     );
@@ -155,9 +157,9 @@ describe("llama engine on the real model", () => {
         sampling: sampling({ temperature: 1, seed, maxTokens: 30 }),
       });
     const [a, b, c] = await Promise.all([
-      engine.generate(hot(7)).then(collect),
-      engine.generate(hot(7)).then(collect),
-      engine.generate(hot(8)).then(collect),
+      generate(engine, hot(7)).then(collect),
+      generate(engine, hot(7)).then(collect),
+      generate(engine, hot(8)).then(collect),
     ]);
     expect(a.texts[0]).toBe(b.texts[0]);
     expect(a.texts[0]).not.toBe(c.texts[0]);
@@ -165,7 +167,8 @@ describe("llama engine on the real model", () => {
 
   it("n > 1 copies the evaluated prompt and samples different choices", async () => {
     const result = await collect(
-      await engine.generate(
+      await generate(
+        engine,
         request("Invent a name for a dog.", {
           n: 3,
           sampling: sampling({ temperature: 1.2, maxTokens: 16 }),
@@ -189,17 +192,18 @@ describe("llama engine on the real model", () => {
           { role: "user", content: question },
         ],
       });
-    const first = await collect(await engine.generate(convo("What is 2+2?", "org_prefix")));
+    const first = await collect(await generate(engine, convo("What is 2+2?", "org_prefix")));
     expect(first.usage.cachedTokens).toBe(0);
-    const second = await collect(await engine.generate(convo("What is 3+3?", "org_prefix")));
+    const second = await collect(await generate(engine, convo("What is 3+3?", "org_prefix")));
     expect(second.usage.cachedTokens).toBeGreaterThan(100);
-    const other = await collect(await engine.generate(convo("What is 3+3?", "org_other")));
+    const other = await collect(await generate(engine, convo("What is 3+3?", "org_other")));
     expect(other.usage.cachedTokens).toBe(0);
   });
 
   it("stops before a stop string and never emits it", async () => {
     const result = await collect(
-      await engine.generate(
+      await generate(
+        engine,
         request("List the numbers from 1 to 10, separated by commas.", {
           sampling: sampling({ stop: ["5"], maxTokens: 60 }),
         }),
@@ -210,56 +214,41 @@ describe("llama engine on the real model", () => {
     expect(result.texts[0]).toMatch(/4/);
   });
 
-  it("refuses prompt + max_tokens beyond the context, before the admission hook", async () => {
-    let admitted = 0;
-    const admit = async () => {
-      admitted++;
-    };
-    await expect(
-      engine.generate(request("hi", { sampling: sampling({ maxTokens: 1020 }), admit })),
-    ).rejects.toBeInstanceOf(ContextOverflowError);
-    await expect(engine.generate(request("word ".repeat(1100), { admit }))).rejects.toBeInstanceOf(
-      ContextOverflowError,
-    );
-    expect(admitted).toBe(0);
-  });
-
-  it("calls the admission hook with the prompt size and the whole budget; a refusal queues nothing", async () => {
-    const calls: [number, number][] = [];
-    const generation = await engine.generate(
-      request("Say hi.", {
-        n: 2,
-        sampling: sampling({ maxTokens: 8 }),
-        admit: async (promptTokens, maxTokens) => {
-          calls.push([promptTokens, maxTokens]);
-        },
-      }),
-    );
-    expect(calls).toEqual([[generation.promptTokens, 16]]);
-    expect((await collect(generation)).reasons).toHaveLength(2);
-    // No max_tokens: the budget is the rest of the context.
-    const open = await engine.generate(
-      request("Say hi.", {
-        sampling: sampling({ maxTokens: undefined }),
-        admit: async (promptTokens, maxTokens) => {
-          calls.push([promptTokens, maxTokens]);
-        },
-      }),
-    );
-    expect(calls[1]).toEqual([open.promptTokens, 1024 - open.promptTokens]);
-    await collect(open);
-
-    const refusal = new Error("over the organization's token limit");
+  it("refuses prompt + max_tokens beyond the context in prepare, before anything is queued", async () => {
     const decodesBefore = runner.stats.decodes;
     await expect(
-      engine.generate(
-        request("Say hi.", {
-          admit: async () => {
-            throw refusal;
-          },
-        }),
-      ),
-    ).rejects.toBe(refusal);
+      engine.prepare(request("hi", { sampling: sampling({ maxTokens: 1020 }) })),
+    ).rejects.toBeInstanceOf(ContextOverflowError);
+    await expect(engine.prepare(request("word ".repeat(1100)))).rejects.toBeInstanceOf(ContextOverflowError);
+    expect(runner.queueDepth).toBe(0);
+    expect(runner.busySlots).toBe(0);
+    expect(runner.stats.decodes).toBe(decodesBefore);
+  });
+
+  it("prepare reports the prompt size and the whole budget; a request never enqueued queues nothing", async () => {
+    const prepared = await engine.prepare(request("Say hi.", { n: 2, sampling: sampling({ maxTokens: 8 }) }));
+    const generation = await engine.enqueue(prepared);
+    // What the caller charges before queueing: the prompt and max_tokens for every choice.
+    expect([prepared.promptTokens, prepared.maxTokensPerChoice * prepared.request.n]).toEqual([
+      generation.promptTokens,
+      16,
+    ]);
+    expect((await collect(generation)).reasons).toHaveLength(2);
+    // No max_tokens: the budget is the rest of the context.
+    const openPrepared = await engine.prepare(
+      request("Say hi.", { sampling: sampling({ maxTokens: undefined }) }),
+    );
+    const open = await engine.enqueue(openPrepared);
+    expect([openPrepared.promptTokens, openPrepared.maxTokensPerChoice]).toEqual([
+      open.promptTokens,
+      1024 - open.promptTokens,
+    ]);
+    await collect(open);
+
+    // The caller refused it after prepare (over the organization's token limit): it is never enqueued.
+    const decodesBefore = runner.stats.decodes;
+    const refused = await engine.prepare(request("Say hi."));
+    expect(refused.promptTokens).toBeGreaterThan(0);
     expect(runner.queueDepth).toBe(0);
     expect(runner.busySlots).toBe(0);
     expect(runner.stats.decodes).toBe(decodesBefore);
@@ -268,10 +257,11 @@ describe("llama engine on the real model", () => {
   it("admits when sequences are free, takes turns between organizations, refuses a full share or queue at once", async () => {
     const long = sampling({ maxTokens: 400, ignoreEos: true });
     const holders = Array.from({ length: 4 }, () => new AbortController());
-    // generate() resolves only once a request holds its sequence: these four take every sequence.
+    // enqueue resolves only once a request holds its sequence: these four take every sequence.
     const running = await Promise.all(
       holders.map((ac) =>
-        engine.generate(
+        generate(
+          engine,
           request("Tell me a story.", { sampling: long, signal: ac.signal, cacheScope: "org_a" }),
         ),
       ),
@@ -281,29 +271,22 @@ describe("llama engine on the real model", () => {
     const { order, track } = tracker();
     const short = (scope: string, extra: Partial<GenerationRequest> = {}) =>
       request("Say hi.", { sampling: sampling({ maxTokens: 4 }), cacheScope: scope, ...extra });
-    const a5 = track("a5", engine.generate(short("org_a")));
-    const a6 = track("a6", engine.generate(short("org_a")));
+    const a5 = track("a5", generate(engine, short("org_a")));
+    const a6 = track("a6", generate(engine, short("org_a")));
     await until(() => runner.queueDepth === 2, "a5 and a6 are queued");
-    // org_a holds its share (2 of 4 places): refused at once although the queue has room, after the hook ran.
-    let hookRan = false;
-    await expect(
-      engine.generate(
-        short("org_a", {
-          admit: async () => {
-            hookRan = true;
-          },
-        }),
-      ),
-    ).rejects.toBeInstanceOf(QueueFullError);
-    expect(hookRan).toBe(true);
+    // org_a holds its share (2 of 4 places): refused at once by enqueue although the queue has room, after
+    // prepare succeeded (where the caller charges it).
+    const overShare = await engine.prepare(short("org_a"));
+    expect(overShare.promptTokens).toBeGreaterThan(0);
+    await expect(engine.enqueue(overShare)).rejects.toBeInstanceOf(QueueFullError);
     // Another organization still gets a place, behind org_a's two.
-    const b1 = track("b1", engine.generate(short("org_b")));
+    const b1 = track("b1", generate(engine, short("org_b")));
     await until(() => runner.queueDepth === 3, "b1 is queued");
     // A client that leaves while queued: dropped at once, no sequence used.
     const leaving = new AbortController();
-    const c1 = track("c1", engine.generate(short("org_c", { signal: leaving.signal })));
+    const c1 = track("c1", generate(engine, short("org_c", { signal: leaving.signal })));
     await until(() => runner.queueDepth === 4, "c1 is queued");
-    await expect(engine.generate(short("org_d"))).rejects.toBeInstanceOf(QueueFullError);
+    await expect(generate(engine, short("org_d"))).rejects.toBeInstanceOf(QueueFullError);
     leaving.abort();
     await expect(c1).rejects.toBeInstanceOf(RequestAbortedError);
     expect(runner.load()).toMatchObject({ busySequences: 4, queueDepth: 3 });
@@ -323,7 +306,8 @@ describe("llama engine on the real model", () => {
   });
 
   it("prefills a long prompt in chunks while other streams keep decoding", async () => {
-    const decoder = await engine.generate(
+    const decoder = await generate(
+      engine,
       request("Tell me a long story.", { sampling: sampling({ maxTokens: 200, ignoreEos: true }) }),
     );
     const order: string[] = [];
@@ -331,8 +315,10 @@ describe("llama engine on the real model", () => {
       for await (const e of decoder.events) if (e.type === "delta") order.push("old");
     })();
     await new Promise((r) => setTimeout(r, 300));
+    // On a busy machine 300 ms may not cover the first stream's prefill: it must be decoding already.
+    await until(() => order.length > 0, "the first stream decodes");
     const longPrompt = "The quick brown fox jumps over the lazy dog. ".repeat(60);
-    const newcomer = await engine.generate(request(longPrompt, { sampling: sampling({ maxTokens: 4 }) }));
+    const newcomer = await generate(engine, request(longPrompt, { sampling: sampling({ maxTokens: 4 }) }));
     order.push("submitted");
     for await (const e of newcomer.events) if (e.type === "delta") order.push("new");
     await decoding;

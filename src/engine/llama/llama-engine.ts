@@ -1,12 +1,21 @@
 // The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
-import { getLlama, type Llama, type LlamaContext, type LlamaModel } from "node-llama-cpp";
+import { getLlama, type Llama, type LlamaContext, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
 import { createPromptRenderer } from "../../chat/template.js";
 import { detectCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { UnknownModelError } from "../errors.js";
-import type { Engine, Generation, GenerationRequest, ModelInfo, ModelLoad } from "../types.js";
+import type {
+  Engine,
+  Generation,
+  GenerationRequest,
+  ModelInfo,
+  ModelLoad,
+  PreparedRequest,
+} from "../types.js";
+import { countingStrategy, createRunnerStats } from "./batching.js";
 import { usableCores } from "./cpu.js";
-import { ModelRunner, sequenceOrderStrategy } from "./model-runner.js";
+import { ModelRunner } from "./model-runner.js";
+import { LlamaPreparedRequest } from "./prepared-request.js";
 
 /** ChatML, for a GGUF without a chat template (the format most small instruct models use). */
 const FALLBACK_TEMPLATE =
@@ -50,19 +59,21 @@ export class LlamaEngine implements Engine {
       gpu: false,
       build: "never",
       maxThreads: cores,
-      logLevel: "error" as never,
+      logLevel: LlamaLogLevel.error,
     });
     for (const config of this.options.models) {
       const path = await this.options.resolveModelPath(config);
       const model = await this.llama.loadModel({ modelPath: path });
       const threads = config.threads > 0 ? Math.min(config.threads, cores) : cores;
+      // Counted through the batching strategy: the library asks it once per llama_decode it builds.
+      const stats = createRunnerStats();
       const context = await model.createContext({
         sequences: config.parallel,
         contextSize: config.contextSize,
         batchSize: config.batchSize,
         threads,
         flashAttention: true,
-        batching: { itemPrioritizationStrategy: sequenceOrderStrategy as never },
+        batching: { itemPrioritizationStrategy: countingStrategy(stats) },
       });
       const metadata = model.fileInfo.metadata.tokenizer;
       const template = metadata?.chat_template ?? FALLBACK_TEMPLATE;
@@ -73,7 +84,7 @@ export class LlamaEngine implements Engine {
         specialTokens: controlTokenTexts(model),
       });
       const capabilities = detectCapabilities(template);
-      const runner = new ModelRunner({ config, model, context, renderer, capabilities });
+      const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
       this.loaded.set(config.id, { config, model, context, runner });
       this.options.onModelLoaded?.(config, path);
     }
@@ -99,8 +110,15 @@ export class LlamaEngine implements Engine {
     return [...this.loaded.values()].map((m) => m.runner);
   }
 
-  async generate(request: GenerationRequest): Promise<Generation> {
-    return this.runner(request.model).submit(request);
+  async prepare(request: GenerationRequest): Promise<PreparedRequest> {
+    return this.runner(request.model).prepare(request);
+  }
+
+  async enqueue(prepared: PreparedRequest): Promise<Generation> {
+    if (!(prepared instanceof LlamaPreparedRequest)) {
+      throw new TypeError("LlamaEngine.enqueue takes only requests it prepared itself");
+    }
+    return this.runner(prepared.request.model).enqueue(prepared);
   }
 
   modelLoad(): ModelLoad[] {

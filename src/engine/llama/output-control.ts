@@ -9,6 +9,7 @@ import {
 } from "node-llama-cpp";
 import { OutputParser } from "../../chat/output-parser.js";
 import type { GenerationPlan } from "../../chat/output-plan.js";
+import { grammarAccepts, setLogit } from "./llama-internals.js";
 
 /** Compiled grammars kept by text: the same schema or tool set is compiled once, not per request. */
 const GRAMMAR_CACHE_SIZE = 64;
@@ -114,7 +115,7 @@ export class OutputControl {
     if (state === undefined) return this.none;
     const scanner = choice.parser.scanner;
     for (const { token, text, eog, compact } of this.closingCandidates()) {
-      if (!this.accepts(state, token)) continue;
+      if (!grammarAccepts(this.llama, state, token)) continue;
       if (eog) {
         setLogit(bias, token, STEER * 2);
         continue;
@@ -147,28 +148,10 @@ export class OutputControl {
     const bias = new TokenBias(this.model.tokenizer);
     for (const { token, text } of this.thinkCandidates()) {
       if (!rest.startsWith(text) && !(begun === 0 && text === THINK_CLOSE)) continue;
-      if (state !== undefined && !this.accepts(state, token)) continue;
+      if (state !== undefined && !grammarAccepts(this.llama, state, token)) continue;
       setLogit(bias, token, STEER + text.length);
     }
     return bias;
-  }
-
-  private accepts(state: LlamaGrammarEvaluationState, token: Token): boolean {
-    const check = this.canBeNext;
-    if (check === undefined) return true;
-    try {
-      return check((state as unknown as { _state: object })._state, token) === true;
-    } catch {
-      return false;
-    }
-  }
-
-  /** The addon's grammar check for one token (internal in 3.22.1; without it every candidate is biased). */
-  private get canBeNext(): ((state: object, token: Token) => boolean) | undefined {
-    const bindings = (this.llama as unknown as { _bindings?: { AddonSampler?: Record<string, unknown> } })
-      ._bindings;
-    const check = bindings?.AddonSampler?.canBeNextTokenForGrammarEvaluationState;
-    return typeof check === "function" ? (check as (state: object, token: Token) => boolean) : undefined;
   }
 
   private closers: { token: Token; text: string; eog: boolean; compact: boolean }[] | undefined;
@@ -217,12 +200,4 @@ export class OutputControl {
   private count(text: string): number {
     return text === "" ? 0 : this.model.tokenize(text, false).length;
   }
-}
-
-/**
- * A logit added to a token. `TokenBias.set(token, number)` reads the number as a probability (>= 1 is +Infinity,
- * which turns sampling into NaN) and skips end-of-generation tokens, so the map is written directly.
- */
-function setLogit(bias: TokenBias, token: Token, logit: number): void {
-  (bias as unknown as { _biases: Map<Token, number> })._biases.set(token, logit);
 }

@@ -1,0 +1,68 @@
+// How the library builds each llama_decode batch (ascending sequence id), and the decode counters it feeds.
+import type { BatchItem, CustomBatchingPrioritizationStrategy, EvaluationPriority } from "node-llama-cpp";
+
+/** Counters the tests and the benchmark read: tokens per llama_decode is the batching proof. */
+export interface RunnerStats {
+  /** llama_decode calls and the tokens they carried, prompts included. */
+  decodes: number;
+  decodedTokens: number;
+  steps: number;
+  /** Steps that only generated (no prompt work): their token count and the decodes they took. */
+  generationSteps: number;
+  generationStepTokens: number;
+  generationStepDecodes: number;
+}
+
+export function createRunnerStats(): RunnerStats {
+  return {
+    decodes: 0,
+    decodedTokens: 0,
+    steps: 0,
+    generationSteps: 0,
+    generationStepTokens: 0,
+    generationStepDecodes: 0,
+  };
+}
+
+/** Priority order of the library's batch builder = ascending sequence id, so llama.cpp keeps one ubatch. */
+const PRIORITY_BASE = 1_000_000;
+
+/** The evaluation priority of a sequence's work: higher for lower ids. */
+export function priorityOf(sequenceId: number): EvaluationPriority {
+  // The library types priority as 1..5 but only compares numbers; our batch strategy sorts by it.
+  return (PRIORITY_BASE - sequenceId) as EvaluationPriority;
+}
+
+/**
+ * The library's batch builder with one change: items in descending priority (= ascending sequence id) so
+ * llama.cpp's split_equal keeps the whole step in one ubatch.
+ */
+export const sequenceOrderStrategy: CustomBatchingPrioritizationStrategy = ({ items, size }) => {
+  const ordered = [...items].sort((a, b) => b.evaluationPriority - a.evaluationPriority);
+  const result: { item: BatchItem; processAmount: number }[] = [];
+  let left = size;
+  for (const item of ordered) {
+    if (left <= 0) break;
+    const processAmount = Math.min(item.tokens.length, left);
+    result.push({ item, processAmount });
+    left -= processAmount;
+  }
+  return result;
+};
+
+/**
+ * `sequenceOrderStrategy` that also counts decodes in `stats`. The library asks its strategy once per batch it
+ * builds and runs one llama_decode per batch that holds tokens; the batch's size is the sum of the amounts the
+ * strategy returns (each already capped by the item's tokens and the room left, as the library caps them).
+ */
+export function countingStrategy(stats: RunnerStats): CustomBatchingPrioritizationStrategy {
+  return (options) => {
+    const batch = sequenceOrderStrategy(options);
+    const tokens = batch.reduce((sum, { processAmount }) => sum + processAmount, 0);
+    if (tokens > 0) {
+      stats.decodes++;
+      stats.decodedTokens += tokens;
+    }
+    return batch;
+  };
+}

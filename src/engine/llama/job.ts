@@ -1,0 +1,66 @@
+// One request inside a runner, from the queue to its usage event: its prompt, lease, choices and stream.
+import type { Token } from "node-llama-cpp";
+import { Channel } from "../channel.js";
+import type { Generation, GenerationEvent, GenerationRequest } from "../types.js";
+import type { Admittable } from "./admission.js";
+import type { ChoiceStream } from "./choice-stream.js";
+import type { PreparedOutput } from "./output-control.js";
+import type { LlamaPreparedRequest } from "./prepared-request.js";
+import type { SlotChoice } from "./slot-choice.js";
+
+export type TokenGenerator = AsyncGenerator<Token, void, undefined | Token | Token[]>;
+
+/** A choice being generated: its sequence, its generator and its output stream. */
+export interface Choice {
+  sequenceId: number;
+  generator: TokenGenerator;
+  stream: ChoiceStream;
+}
+
+/** Settles `enqueue`: resolved when the job leaves the queue with its sequences, rejected when it never will. */
+export interface Settle {
+  resolve: (generation: Generation) => void;
+  reject: (error: Error) => void;
+}
+
+export class Job implements Admittable {
+  readonly request: GenerationRequest;
+  readonly prompt: Token[];
+  readonly maxTokens: number;
+  readonly output: PreparedOutput | undefined;
+  readonly channel = new Channel<GenerationEvent>();
+  state: "queued" | "prefill" | "decode" | "done" = "queued";
+  lease: SlotChoice | undefined;
+  /** Next prompt index to prefill; the prompt's last token is evaluated by the generators. */
+  prefillPos = 0;
+  choices: Choice[] = [];
+  cachedTokens = 0;
+  /** The primary sequence was trimmed to the reusable prefix. */
+  prepared = false;
+  /** Stop at the next step (client gone, or an evaluation failed): free the sequences, report usage. */
+  cancelled = false;
+  /** While running: the signal's listener that cancels the job. */
+  onAbort: (() => void) | undefined;
+
+  constructor(
+    prepared: LlamaPreparedRequest,
+    readonly settle: Settle,
+  ) {
+    this.request = prepared.request;
+    this.prompt = prepared.prompt;
+    this.maxTokens = prepared.maxTokensPerChoice;
+    this.output = prepared.output;
+  }
+
+  get scope(): string {
+    return this.request.cacheScope;
+  }
+
+  get n(): number {
+    return this.request.n;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.request.signal;
+  }
+}

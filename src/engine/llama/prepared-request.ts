@@ -1,0 +1,73 @@
+// Before the queue: a request rendered, tokenized, checked against the context and given its output control.
+import type { LlamaModel, Token } from "node-llama-cpp";
+import { type GenerationPlan, planGeneration, planPrompt } from "../../chat/output-plan.js";
+import type { PromptRenderer, PromptSegment } from "../../chat/template.js";
+import type { TemplateCapabilities } from "../../chat/tool-format.js";
+import { ContextOverflowError, TooManyChoicesError } from "../errors.js";
+import type { GenerationRequest, PreparedRequest } from "../types.js";
+import type { OutputControl, PreparedOutput } from "./output-control.js";
+
+/** A request rendered and tokenized by this model's runner, with its compiled output control. */
+export class LlamaPreparedRequest implements PreparedRequest {
+  constructor(
+    readonly request: GenerationRequest,
+    readonly prompt: Token[],
+    readonly maxTokensPerChoice: number,
+    readonly output: PreparedOutput | undefined,
+  ) {}
+
+  get promptTokens(): number {
+    return this.prompt.length;
+  }
+}
+
+export interface RequestPreparerOptions {
+  model: LlamaModel;
+  contextSize: number;
+  /** Sequences of the context: the most choices a request may ask for. */
+  sequences: number;
+  renderer: PromptRenderer;
+  /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
+  capabilities: TemplateCapabilities;
+  control: OutputControl;
+}
+
+export class RequestPreparer {
+  constructor(private readonly options: RequestPreparerOptions) {}
+
+  /** Renders, tokenizes, checks the context and compiles the grammar; queues nothing. */
+  async prepare(request: GenerationRequest): Promise<LlamaPreparedRequest> {
+    const { sequences, contextSize } = this.options;
+    if (request.n > sequences) throw new TooManyChoicesError(request.n, sequences);
+    const { tokens: prompt, plan } = this.preparePrompt(request);
+    const maxTokens = request.sampling.maxTokens ?? contextSize - prompt.length;
+    if (prompt.length + maxTokens > contextSize || maxTokens < 1) {
+      throw new ContextOverflowError(contextSize, prompt.length, request.sampling.maxTokens);
+    }
+    const output = plan === undefined ? undefined : await this.options.control.prepare(plan, maxTokens);
+    return new LlamaPreparedRequest(request, prompt, maxTokens, output);
+  }
+
+  /** Renders the prompt (with the output plan's instructions and tools) and tokenizes it. */
+  preparePrompt(request: GenerationRequest): { tokens: Token[]; plan: GenerationPlan | undefined } {
+    const { model, renderer, capabilities } = this.options;
+    const structured = request.output !== undefined || request.enableThinking;
+    const promptPlan = planPrompt(request.messages, request.output, request.enableThinking, capabilities);
+    const rendered = renderer.renderDetailed(promptPlan.messages, {
+      enableThinking: request.enableThinking,
+      ...(promptPlan.templateTools === undefined ? {} : { tools: promptPlan.templateTools }),
+    });
+    const segments: PromptSegment[] = [...rendered.segments];
+    let plan: GenerationPlan | undefined;
+    // Templates that always open <think> need the plan even for plain requests (to close it when reasoning is off).
+    if (structured || capabilities.nativeThinking) {
+      plan = planGeneration(promptPlan, rendered.text, request.output, capabilities);
+      if (plan.promptSuffix !== "") segments.push({ text: plan.promptSuffix, special: true });
+    }
+    const tokens: Token[] = [];
+    for (const segment of segments) {
+      for (const t of model.tokenize(segment.text, segment.special)) tokens.push(t);
+    }
+    return { tokens, plan };
+  }
+}

@@ -1,0 +1,71 @@
+// What a choice's generator samples with: OpenAI's sampling parameters and the output control's token bias.
+import { type LlamaModel, type SequenceEvaluateOptions, type Token, TokenBias } from "node-llama-cpp";
+import type { SamplingParams } from "../types.js";
+import { priorityOf } from "./batching.js";
+import type { ChoiceStream } from "./choice-stream.js";
+import type { OutputControl, PreparedOutput } from "./output-control.js";
+
+export interface ChoiceSampling {
+  model: LlamaModel;
+  control: OutputControl;
+  /** Every end-of-generation token of the vocabulary. */
+  eogTokens: () => readonly Token[];
+}
+
+/** Options of `sequence.evaluate` for choice `choice` of a request, generated on sequence `sequenceId`. */
+export function evaluateOptions(
+  { model, control, eogTokens }: ChoiceSampling,
+  sampling: SamplingParams,
+  prepared: PreparedOutput | undefined,
+  choice: ChoiceStream,
+  sequenceId: number,
+): SequenceEvaluateOptions {
+  const penalize = sampling.frequencyPenalty !== 0 || sampling.presencePenalty !== 0;
+  let tokenBias: TokenBias | (() => TokenBias) | undefined;
+  const output = choice.output;
+  if (sampling.ignoreEos === true) {
+    const bias = new TokenBias(model.tokenizer);
+    for (const token of eogTokens()) bias.set(token, "never");
+    tokenBias = bias;
+  } else if (prepared !== undefined && output !== undefined) {
+    // Read at every sampling: steers a reasoning block or a JSON structure closed as the budget runs out.
+    tokenBias = () => control.bias(prepared, output, choice.remaining);
+  }
+  const grammarEvaluationState = output?.grammarState;
+  return {
+    temperature: sampling.temperature,
+    topP: sampling.topP,
+    // OpenAI has no top-k: sample over the whole vocabulary.
+    topK: 0,
+    minP: 0,
+    seed: (sampling.seed + choice.index) >>> 0,
+    yieldEogToken: true,
+    evaluationPriority: priorityOf(sequenceId),
+    ...(tokenBias === undefined ? {} : { tokenBias }),
+    ...(grammarEvaluationState === undefined ? {} : { grammarEvaluationState }),
+    ...(penalize
+      ? {
+          repeatPenalty: {
+            // The whole completion so far, as OpenAI defines the penalties (the library's default is 64 tokens).
+            punishTokens: () => choice.generated,
+            penalty: 1,
+            frequencyPenalty: sampling.frequencyPenalty,
+            presencePenalty: sampling.presencePenalty,
+          },
+        }
+      : {}),
+  };
+}
+
+/** The vocabulary's end-of-generation tokens, listed on first use (a scan of the whole vocabulary). */
+export function lazyEogTokens(model: LlamaModel): () => readonly Token[] {
+  let tokens: Token[] | undefined;
+  return () => {
+    if (tokens === undefined) {
+      tokens = [];
+      const vocabulary = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+      for (let t = 0; t < vocabulary; t++) if (model.isEogToken(t as Token)) tokens.push(t as Token);
+    }
+    return tokens;
+  };
+}

@@ -1,0 +1,67 @@
+// The sequences of one context as leasable slots: which are busy, what each holds in its KV cache and for whom.
+import type { SlotChoice, SlotView } from "./slot-choice.js";
+
+/** What the pool reads of a sequence (a LlamaContextSequence; a plain object in tests). */
+export interface CachedSequence {
+  /** Tokens held in the sequence's KV cache. */
+  readonly contextTokens: readonly number[];
+}
+
+export interface Slot<S extends CachedSequence> {
+  readonly id: number;
+  readonly sequence: S;
+  busy: boolean;
+  /** Cache scope (organization) of the tokens the sequence holds: a prefix is reused only within it. */
+  scope: string | undefined;
+}
+
+export class SlotPool<S extends CachedSequence> {
+  readonly slots: readonly Slot<S>[];
+
+  /** `sequences[i]` becomes slot `i`. */
+  constructor(sequences: readonly S[]) {
+    this.slots = sequences.map((sequence, id) => ({ id, sequence, busy: false, scope: undefined }));
+  }
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  get busyCount(): number {
+    return this.slots.filter((s) => s.busy).length;
+  }
+
+  slot(id: number): Slot<S> {
+    const slot = this.slots[id];
+    if (slot === undefined) throw new RangeError(`no slot ${id}`);
+    return slot;
+  }
+
+  /**
+   * A snapshot to choose leases from: several requests may be asked about in one admission pass, and reading a
+   * sequence's cached tokens copies them, so it is done once per pass (and only for free slots).
+   */
+  views(): SlotView[] {
+    return this.slots.map((s) => ({
+      id: s.id,
+      busy: s.busy,
+      scope: s.scope,
+      tokens: s.busy ? [] : s.sequence.contextTokens,
+    }));
+  }
+
+  /** Marks a lease's slots busy. */
+  take(lease: SlotChoice): void {
+    for (const id of leasedIds(lease)) this.slot(id).busy = true;
+  }
+
+  /** Frees a lease's slots; their KV stays as a reusable prefix. */
+  free(lease: SlotChoice): void {
+    for (const id of leasedIds(lease)) this.slot(id).busy = false;
+  }
+}
+
+/** Every slot of a lease, primary first. */
+export function leasedIds(lease: SlotChoice): number[] {
+  return [lease.primary, ...lease.others];
+}

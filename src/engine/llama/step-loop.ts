@@ -1,0 +1,259 @@
+// The continuous-batching loop of one context: each step, a prefill chunk and every generating choice's next token.
+import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import { priorityOf, type RunnerStats } from "./batching.js";
+import { ChoiceStream, usageOf } from "./choice-stream.js";
+import type { Choice, Job } from "./job.js";
+import { copySequenceState } from "./llama-internals.js";
+import type { OutputControl } from "./output-control.js";
+import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
+import type { SlotChoice } from "./slot-choice.js";
+import type { Slot, SlotPool } from "./slot-pool.js";
+
+export interface StepLoopOptions {
+  model: LlamaModel;
+  pool: SlotPool<LlamaContextSequence>;
+  control: OutputControl;
+  eogTokens: () => readonly Token[];
+  /** Prompt tokens per step while other choices generate (they wait for the whole step). */
+  prefillChunk: number;
+  /** Prompt tokens per step when nothing generates. */
+  batchSize: number;
+  stats: RunnerStats;
+  /** Leases sequences to queued requests (run before every step). */
+  admit: () => void;
+  /** Requests still waiting for sequences. */
+  queued: () => number;
+  /** Shutting down: the loop ends once nothing runs, even with requests queued. */
+  stopping: () => boolean;
+}
+
+/** One evaluation of a step, on one sequence. */
+interface Work {
+  job: Job;
+  sequenceId: number;
+  run: () => Promise<void>;
+}
+
+export class StepLoop {
+  /** Admitted jobs, in admission order. */
+  private readonly active: Job[] = [];
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  private readonly sampling: ChoiceSampling;
+
+  constructor(private readonly options: StepLoopOptions) {
+    this.sampling = { model: options.model, control: options.control, eogTokens: options.eogTokens };
+  }
+
+  /** Jobs holding sequences. */
+  get running(): readonly Job[] {
+    return this.active;
+  }
+
+  /** A job left the queue with its lease: it starts prefilling at the next step. */
+  add(job: Job): void {
+    this.active.push(job);
+  }
+
+  /** Starts the loop, or wakes it from an idle wait. */
+  kick(): void {
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+    if (this.loop === undefined) {
+      this.loop = this.run().finally(() => {
+        this.loop = undefined;
+        if (this.active.length > 0 || this.options.queued() > 0) this.kick();
+      });
+    }
+  }
+
+  /** Resolves once the loop has ended (nothing running, or shutting down). */
+  async stopped(): Promise<void> {
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    while (true) {
+      await this.reapCancelled();
+      this.options.admit();
+      if (this.active.length === 0) {
+        if (this.options.stopping() || this.options.queued() === 0) return;
+      }
+      await this.step();
+    }
+  }
+
+  private async reapCancelled(): Promise<void> {
+    for (const job of [...this.active]) {
+      if (job.cancelled) await this.release(job);
+    }
+  }
+
+  /** One engine step: a prefill chunk for waiting prompts and one token for every generating choice, one decode. */
+  private async step(): Promise<void> {
+    const { pool, stats } = this.options;
+    const work: Work[] = [];
+    let promptWork = false;
+    const decoding = this.active.some((j) => j.state === "decode");
+    let budget = decoding ? this.options.prefillChunk : this.options.batchSize;
+
+    for (const job of [...this.active]) {
+      if (job.state !== "prefill" || job.cancelled) continue;
+      const lease = job.lease as SlotChoice;
+      const primary = pool.slot(lease.primary);
+      if (!job.prepared) await this.preparePrimary(job, primary, lease.reusable);
+      const end = job.prompt.length - 1;
+      if (job.prefillPos < end && budget > 0) {
+        const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
+        budget -= chunk.length;
+        job.prefillPos += chunk.length;
+        promptWork = true;
+        work.push({
+          job,
+          sequenceId: primary.id,
+          run: () =>
+            primary.sequence.evaluateWithoutGeneratingNewTokens(chunk, {
+              evaluationPriority: priorityOf(primary.id),
+            }),
+        });
+        continue;
+      }
+      if (job.prefillPos < end) continue;
+      await this.startChoices(job, primary, lease);
+      promptWork = true;
+      for (const choice of job.choices) work.push(decodeWork(job, choice));
+    }
+    for (const job of this.active) {
+      if (job.state !== "decode" || job.cancelled) continue;
+      for (const choice of job.choices) {
+        if (!choice.stream.finished && !work.some((w) => w.sequenceId === choice.sequenceId))
+          work.push(decodeWork(job, choice));
+      }
+    }
+    if (work.length === 0) {
+      // Every job is waiting on something outside the loop (nothing should, but never spin).
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, 50);
+      });
+      return;
+    }
+    work.sort((a, b) => a.sequenceId - b.sequenceId);
+    stats.steps++;
+    const decodesBefore = stats.decodes;
+    // Start every evaluation in the same tick, in ascending sequence id: the library then puts them all
+    // into one llama_decode (its dispatcher runs on the next macrotask).
+    const results = await Promise.allSettled(work.map((w) => w.run()));
+    if (!promptWork) {
+      stats.generationSteps++;
+      stats.generationStepTokens += work.length;
+      stats.generationStepDecodes += stats.decodes - decodesBefore;
+    }
+    results.forEach((result, i) => {
+      if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
+    });
+    for (const job of [...this.active]) {
+      if (job.state === "decode" && job.choices.every((c) => c.stream.finished)) await this.release(job);
+    }
+  }
+
+  /** Keeps the cached prefix the lease found, erases the rest of the sequence, records the cache scope. */
+  private async preparePrimary(
+    job: Job,
+    primary: Slot<LlamaContextSequence>,
+    reusable: number,
+  ): Promise<void> {
+    const sequence = primary.sequence;
+    if (sequence.nextTokenIndex > reusable) {
+      await sequence.eraseContextTokenRanges([{ start: reusable, end: sequence.nextTokenIndex }]);
+    }
+    primary.scope = job.request.cacheScope;
+    job.prefillPos = reusable;
+    job.cachedTokens = reusable;
+    job.prepared = true;
+  }
+
+  /** Prompt evaluated up to its last token: copy it into the other leased sequences and create the generators. */
+  private async startChoices(
+    job: Job,
+    primary: Slot<LlamaContextSequence>,
+    lease: SlotChoice,
+  ): Promise<void> {
+    const upTo = job.prompt.length - 1;
+    const slots = [primary, ...lease.others.map((id) => this.options.pool.slot(id))];
+    for (const slot of slots.slice(1)) {
+      slot.scope = job.request.cacheScope;
+      const copied = await copySequenceState(slot.sequence, primary.sequence, upTo);
+      if (!copied) {
+        // The copy is a library internal: fall back to evaluating the prompt again.
+        await slot.sequence.clearHistory();
+        if (upTo > 0) await slot.sequence.evaluateWithoutGeneratingNewTokens(job.prompt.slice(0, upTo));
+      }
+    }
+    const lastToken = job.prompt[upTo] as Token;
+    const { sampling } = job.request;
+    const prepared = job.output;
+    job.choices = slots.map((slot, index) => {
+      const stream = new ChoiceStream({
+        index,
+        model: this.options.model,
+        stop: sampling.stop,
+        ignoreEos: sampling.ignoreEos === true,
+        maxTokens: job.maxTokens,
+        structured:
+          prepared === undefined
+            ? undefined
+            : { plan: prepared.plan, output: this.options.control.startChoice(prepared) },
+        emit: (event) => job.channel.push(event),
+      });
+      const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id);
+      return { sequenceId: slot.id, generator: slot.sequence.evaluate([lastToken], options), stream };
+    });
+    job.state = "decode";
+  }
+
+  /** Ends a job: closes its generators, frees its sequences (their KV stays as a reusable prefix), reports usage. */
+  private async release(job: Job): Promise<void> {
+    const i = this.active.indexOf(job);
+    if (i >= 0) this.active.splice(i, 1);
+    await Promise.allSettled(job.choices.map((c) => c.generator.return()));
+    if (job.lease !== undefined) this.options.pool.free(job.lease);
+    finishJob(job);
+  }
+}
+
+/** The next token of one choice: feeds back the token it sampled last (none at its first step). */
+function decodeWork(job: Job, choice: Choice): Work {
+  return {
+    job,
+    sequenceId: choice.sequenceId,
+    run: async () => {
+      const result = await choice.generator.next(choice.stream.generated.at(-1));
+      if (job.cancelled) return;
+      choice.stream.push(result.done === true ? undefined : result.value);
+    },
+  };
+}
+
+function finishJob(job: Job): void {
+  if (job.state === "done") return;
+  job.state = "done";
+  if (job.onAbort !== undefined) job.request.signal?.removeEventListener("abort", job.onAbort);
+  job.channel.push({
+    type: "usage",
+    usage: usageOf(
+      job.prompt.length,
+      job.cachedTokens,
+      job.choices.map((c) => c.stream),
+    ),
+  });
+  job.channel.close();
+}
+
+/** A native evaluation failed: the job's stream errors out and its sequences are freed at the next step. */
+function failJob(job: Job, error: unknown): void {
+  if (job.cancelled) return;
+  job.cancelled = true;
+  job.channel.fail(error);
+}

@@ -1,0 +1,135 @@
+// Fails loudly, naming the member, when a node-llama-cpp upgrade removes or breaks a private member Hearth uses
+// (src/engine/llama/llama-internals.ts). The engine would keep working on the fallbacks, only slower or less exact.
+import {
+  getLlama,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  LlamaGrammarEvaluationState,
+  LlamaLogLevel,
+  type LlamaModel,
+  type Token,
+  TokenBias,
+} from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import { usableCores } from "../../src/engine/llama/cpu.js";
+import {
+  copySequenceState,
+  findBiasMap,
+  findCopyState,
+  findGrammarCheck,
+  findGrammarState,
+  grammarAccepts,
+  LLAMA_INTERNALS,
+  type LlamaInternal,
+  setLogit,
+} from "../../src/engine/llama/llama-internals.js";
+import { ensureModelFile } from "../../src/models/fetch.js";
+
+const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
+const base = config.models[0];
+if (base === undefined) throw new Error("no default model");
+
+let llama: Llama;
+let model: LlamaModel;
+let context: LlamaContext;
+const checked = new Set<LlamaInternal>();
+
+/** The assertion message: which member is gone and what Hearth falls back to without it. */
+function gone(internal: LlamaInternal, consequence: string): string {
+  checked.add(internal);
+  return `node-llama-cpp no longer has ${LLAMA_INTERNALS[internal]}: ${consequence} (see src/engine/llama/llama-internals.ts)`;
+}
+
+beforeAll(async () => {
+  llama = await getLlama({
+    gpu: false,
+    build: "never",
+    maxThreads: usableCores(),
+    logLevel: LlamaLogLevel.error,
+  });
+  model = await llama.loadModel({ modelPath: await ensureModelFile(base, { modelsDir: config.modelsDir }) });
+  context = await model.createContext({ sequences: 2, contextSize: 512, flashAttention: true });
+});
+
+afterAll(async () => {
+  await context?.dispose();
+  await model?.dispose();
+  await llama?.dispose();
+});
+
+/** The greedy next token of a sequence that holds everything before `last`. */
+async function nextToken(sequence: LlamaContextSequence, last: Token): Promise<Token | undefined> {
+  const generator = sequence.evaluate([last], { temperature: 0, yieldEogToken: true });
+  const result = await generator.next();
+  await generator.return();
+  return result.done === true ? undefined : result.value;
+}
+
+describe("node-llama-cpp private members used by the engine", () => {
+  it(`${LLAMA_INTERNALS.copyState}: copies an evaluated prompt into another sequence (n > 1)`, async () => {
+    const [source, target] = [context.getSequence(), context.getSequence()];
+    try {
+      const message = gone("copyState", "n > 1 evaluates the prompt again in every other sequence");
+      expect(findCopyState(target), message).toBeTypeOf("function");
+      const prompt = model.tokenize("The capital of France is");
+      const upTo = prompt.length - 1;
+      await source.evaluateWithoutGeneratingNewTokens(prompt.slice(0, upTo));
+      expect(await copySequenceState(target, source, upTo), message).toBe(true);
+      expect(target.contextTokens, message).toEqual(prompt.slice(0, upTo));
+      // The copied KV cache, not only the token list: both sequences predict the same next token.
+      const last = prompt[upTo] as Token;
+      const fromSource = await nextToken(source, last);
+      expect(fromSource).toBeDefined();
+      expect(await nextToken(target, last), message).toBe(fromSource);
+    } finally {
+      await source.dispose();
+      await target.dispose();
+    }
+  });
+
+  it(`${LLAMA_INTERNALS.biasMap}: steers sampling, end-of-generation tokens included`, async () => {
+    const message = gone("biasMap", "budget steering can no longer favour an end-of-generation token");
+    const bias = new TokenBias(model.tokenizer);
+    expect(findBiasMap(bias), message).toBeInstanceOf(Map);
+    const eos = model.tokens.eos;
+    if (eos === null) throw new Error("the default model has no end-of-sequence token");
+    setLogit(bias, eos, 100);
+    expect(findBiasMap(bias)?.get(eos), message).toBe(100);
+    const sequence = context.getSequence();
+    try {
+      const prompt = model.tokenize("Write a long story about a lighthouse keeper.");
+      await sequence.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1));
+      const generator = sequence.evaluate([prompt.at(-1) as Token], {
+        temperature: 0,
+        yieldEogToken: true,
+        tokenBias: bias,
+      });
+      const first = await generator.next();
+      await generator.return();
+      expect(first.value, message).toBe(eos);
+    } finally {
+      await sequence.dispose();
+    }
+  });
+
+  it(`${LLAMA_INTERNALS.grammarState} and ${LLAMA_INTERNALS.grammarCheck}: tell which tokens a grammar accepts`, async () => {
+    const stateMessage = gone("grammarState", "budget steering biases tokens the grammar rejects");
+    const checkMessage = gone("grammarCheck", "budget steering biases tokens the grammar rejects");
+    const grammar = await llama.createGrammar({ grammar: 'root ::= "yes" | "no"' });
+    const state = new LlamaGrammarEvaluationState({ model, grammar });
+    expect(findGrammarState(state), stateMessage).toBeTypeOf("object");
+    expect(findGrammarCheck(llama), checkMessage).toBeTypeOf("function");
+    const yes = model.tokenize("yes")[0] as Token;
+    const maybe = model.tokenize("maybe")[0] as Token;
+    expect(grammarAccepts(llama, state, yes), checkMessage).toBe(true);
+    // Without the check every token counts as accepted: this is what fails when a member goes.
+    expect(grammarAccepts(llama, state, maybe), checkMessage).toBe(false);
+  });
+
+  afterAll(() => {
+    // A new entry in LLAMA_INTERNALS needs its check here.
+    expect([...checked].sort()).toEqual(Object.keys(LLAMA_INTERNALS).sort());
+  });
+});
