@@ -2,6 +2,7 @@
 import type { ChatMessage, OutputRequest, ToolDefinition } from "../engine/types.js";
 import { GrammarBuilder, literal } from "./gbnf.js";
 import { type CompiledSchema, minimalJson, validateJson } from "./json-schema.js";
+import { markerFreeTextRule } from "./marker-free-text.js";
 import { endsInsideThinking, type OutputParser, type OutputParserOptions } from "./output-parser.js";
 import { type TemplateCapabilities, TOOL_ENVELOPES, type ToolCallFormat } from "./tool-format.js";
 
@@ -152,7 +153,11 @@ export function planGeneration(
   if (json) answer = schema === undefined ? g.freeObject() : g.schema(schema, "answer");
   if (use !== undefined) {
     const calls = callsRule(g, use, format, schemas);
-    const text = answer ?? g.rule("free-text", "[^ \\t\\n\\r<\\[{] .*");
+    // With tool_choice auto the reply is text or calls, never text with a call's marker in it (a half call that
+    // no client could use): the text alternative cannot contain the marker.
+    const marker = TOOL_ENVELOPES[format].marker;
+    const rest = marker === undefined ? ".*" : markerFreeTextRule(g, marker, "text-rest");
+    const text = answer ?? g.rule("free-text", `[^ \\t\\n\\r<\\[{] ${rest}`);
     answer = use.mode === "required" ? calls : g.rule("answer", `${calls} | ${text}`);
   }
   const constrained = answer !== undefined;

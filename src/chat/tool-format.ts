@@ -21,6 +21,12 @@ export interface ToolEnvelope {
   separator: string | undefined;
   /** After the last call. */
   close: string;
+  /**
+   * The text that opens a call in this format and never belongs in a reply's text: with tool_choice auto, the
+   * text alternative may not contain it, so a call is either made in full (and validated) or not at all.
+   * Undefined where the call's start is ordinary text (a JSON object).
+   */
+  marker: string | undefined;
 }
 
 export const TOOL_ENVELOPES: Readonly<Record<ToolCallFormat, ToolEnvelope>> = Object.freeze({
@@ -31,6 +37,7 @@ export const TOOL_ENVELOPES: Readonly<Record<ToolCallFormat, ToolEnvelope>> = Ob
     afterCall: "}\n</tool_call>",
     separator: "\n",
     close: "",
+    marker: "<tool_call>",
   },
   "llama3-json": {
     open: "",
@@ -39,6 +46,7 @@ export const TOOL_ENVELOPES: Readonly<Record<ToolCallFormat, ToolEnvelope>> = Ob
     afterCall: "}",
     separator: undefined,
     close: "",
+    marker: undefined,
   },
   mistral: {
     open: "[TOOL_CALLS][",
@@ -47,6 +55,7 @@ export const TOOL_ENVELOPES: Readonly<Record<ToolCallFormat, ToolEnvelope>> = Ob
     afterCall: "}",
     separator: ", ",
     close: "]",
+    marker: "[TOOL_CALLS]",
   },
 });
 
