@@ -32,10 +32,29 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
 
   app.use("*", requestId(logger));
 
+  // 200 once the store is ready and every model can serve; the body names each model's state (and each upstream
+  // endpoint's), so an operator sees what is down. Endpoint URLs carry no credentials.
   app.get("/health", (c) => {
     if (services.draining()) return c.json({ status: "draining" }, 503);
-    const ready = services.engine.isReady() && services.storeReady();
-    return c.json({ status: ready ? "ok" : "starting" }, ready ? 200 : 503);
+    const models = services.engine.health().map((h) => ({
+      id: h.model,
+      status: h.ready ? "ok" : (h.detail ?? "unavailable"),
+      ...(h.endpoints === undefined
+        ? {}
+        : {
+            endpoints: h.endpoints.map((e) => ({
+              url: e.url,
+              status: e.healthy ? "ok" : "ejected",
+              in_flight: e.inFlight,
+              ...(e.lastError === undefined ? {} : { error: e.lastError }),
+            })),
+          }),
+    }));
+    const store = services.storeReady();
+    const ready = store && models.every((m) => m.status === "ok");
+    const loading = models.some((m) => m.status === "loading");
+    const status = ready ? "ok" : !store || loading ? "starting" : "degraded";
+    return c.json({ status, store: store ? "ok" : "unavailable", models }, ready ? 200 : 503);
   });
 
   // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.

@@ -28,6 +28,8 @@ function configFor(overrides: Partial<HearthConfig> = {}): HearthConfig {
   return {
     server: { host: "127.0.0.1", port: 8000, maxBodyBytes: 1 << 20, maxN: 8, keepAliveMs: 5000 },
     models: [],
+    upstreamModels: [],
+    modelIds: [],
     dataDir: dir,
     databaseUrl: undefined,
     redisUrl: undefined,

@@ -54,6 +54,54 @@ async function describeModel(model: ModelConfig, modelsDir: string): Promise<Mod
   };
 }
 
+interface UpstreamRow {
+  id: string;
+  upstream: { model: string; endpoints: { url: string; health: string }[] };
+}
+
+/** The server's /health body, as far as the CLI reads it. */
+interface HealthBody {
+  models?: { id: string; endpoints?: { url: string; status: string; in_flight: number; error?: string }[] }[];
+}
+
+/**
+ * Upstream models with each endpoint's health as the running server sees it (its probes and passive signals);
+ * "unknown" when no server answers at HEARTH_URL.
+ */
+async function describeUpstreamModels(config: HearthConfig): Promise<UpstreamRow[]> {
+  if (config.upstreamModels.length === 0) return [];
+  let health: HealthBody | undefined;
+  try {
+    const response = await fetch(`${config.serverUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+    health = (await response.json()) as HealthBody;
+  } catch {
+    health = undefined;
+  }
+  return config.upstreamModels.map((m) => {
+    const seen = health?.models?.find((h) => h.id === m.id)?.endpoints ?? [];
+    return {
+      id: m.id,
+      upstream: {
+        model: m.upstream.model,
+        endpoints: m.upstream.endpoints.map(({ url }) => {
+          const endpoint = seen.find((e) => e.url === url);
+          if (endpoint === undefined) {
+            return {
+              url,
+              health: health === undefined ? `unknown (no server at ${config.serverUrl})` : "unknown",
+            };
+          }
+          const state =
+            endpoint.status === "ok"
+              ? "ok"
+              : `ejected${endpoint.error === undefined ? "" : `: ${endpoint.error}`}`;
+          return { url, health: `${state}, ${endpoint.in_flight} in flight` };
+        }),
+      },
+    };
+  });
+}
+
 function pickModels(config: HearthConfig, id: string | undefined): ModelConfig[] {
   if (id === undefined) return config.models;
   const model = config.models.find((m) => m.id === id);
@@ -82,14 +130,17 @@ export function registerModelsCommands(
 
   models
     .command("list")
-    .description("list the configured models and whether their files are in the cache")
+    .description(
+      "list the configured models: embedded ones with their files in the cache, upstream ones with each endpoint's health",
+    )
     .option("--json", "print a JSON array")
     .action(async (options: { json?: boolean }) => {
       try {
         const config = loadConfig();
         const rows = await Promise.all(config.models.map((m) => describeModel(m, config.modelsDir)));
+        const upstream = await describeUpstreamModels(config);
         if (options.json === true) {
-          out(`${JSON.stringify(rows, null, 2)}\n`);
+          out(`${JSON.stringify([...rows, ...upstream], null, 2)}\n`);
           return;
         }
         const header = ["ID", "SOURCE", "CONTEXT", "PARALLEL", "CACHED", "PATH"];
@@ -101,7 +152,13 @@ export function registerModelsCommands(
           r.cached ? "yes" : "no",
           r.path,
         ]);
-        out(`${table([header, ...lines])}\n`);
+        if (lines.length > 0) out(`${table([header, ...lines])}\n`);
+        if (upstream.length > 0) {
+          const endpointLines = upstream.flatMap((m) =>
+            m.upstream.endpoints.map((e) => [m.id, m.upstream.model, e.url, e.health]),
+          );
+          out(`${table([["ID", "UPSTREAM MODEL", "ENDPOINT", "HEALTH"], ...endpointLines])}\n`);
+        }
       } catch (error) {
         fail(error);
       }

@@ -42,6 +42,10 @@ class RecordingEngine implements Engine {
   isReady() {
     return this.ready;
   }
+  health() {
+    return [{ model: "m", ready: this.ready }];
+  }
+  async drain() {}
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     this.calls.push("prepare");
     this.lastRequest = request;

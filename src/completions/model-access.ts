@@ -28,6 +28,7 @@ export class ModelAccess {
   /** Throws unless the principal may call the model and the engine can serve it now. */
   async assertCallable(principal: Principal, model: string): Promise<void> {
     await this.find(principal, model);
-    if (!this.engine.isReady()) throw new EngineNotReadyError();
+    const health = this.engine.health().find((h) => h.model === model);
+    if (health !== undefined && !health.ready) throw new EngineNotReadyError(model, health.detail);
   }
 }

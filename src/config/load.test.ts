@@ -86,4 +86,90 @@ describe("loadConfig", () => {
   it("rejects a non-integer port in the environment", () => {
     expect(() => loadConfig({ env: { HEARTH_PORT: "eighty" } })).toThrow(/HEARTH_PORT must be an integer/);
   });
+
+  describe("upstream models", () => {
+    const fleet = [
+      "models:",
+      "  - id: fleet-smol",
+      "    upstream:",
+      "      model: smollm2-135m-instruct",
+      "      endpoints:",
+      "        - url: http://127.0.0.1:8101/v1/",
+      "          apiKeyEnv: WORKER1_KEY",
+      "        - url: http://127.0.0.1:8102/v1",
+      "      maxInFlight: 4",
+      "  - id: local",
+      "    source: ./a.gguf",
+      "",
+    ].join("\n");
+
+    it("reads the upstream block with its defaults, the endpoints' keys from the environment, in file order", () => {
+      const config = load(fleet, { WORKER1_KEY: "sk-worker-1" });
+      expect(config.modelIds).toEqual(["fleet-smol", "local"]);
+      expect(config.models.map((m) => m.id)).toEqual(["local"]);
+      expect(config.upstreamModels).toEqual([
+        {
+          id: "fleet-smol",
+          upstream: {
+            model: "smollm2-135m-instruct",
+            endpoints: [
+              { url: "http://127.0.0.1:8101/v1", apiKey: "sk-worker-1" },
+              { url: "http://127.0.0.1:8102/v1", apiKey: undefined },
+            ],
+            maxInFlight: 4,
+            maxQueue: 64,
+            queueTimeoutMs: 30_000,
+            kind: "auto",
+            probeIntervalMs: 2_000,
+            firstTokenTimeoutMs: 30_000,
+            maxAttempts: 3,
+          },
+        },
+      ]);
+    });
+
+    it("serves the id as the upstream model name by default, and loads no embedded model for an upstream-only file", () => {
+      const config = load(
+        "models:\n  - id: big\n    upstream:\n      endpoints:\n        - url: https://gpu-1/v1\n",
+      );
+      expect(config.models).toEqual([]);
+      expect(config.upstreamModels[0]?.upstream.model).toBe("big");
+    });
+
+    it("refuses an entry with both source and upstream, or neither, naming the model", () => {
+      const both =
+        "models:\n  - id: twice\n    source: ./a.gguf\n    upstream:\n      endpoints:\n        - url: http://h/v1\n";
+      expect(() => load(both)).toThrow(
+        /models\.0\.upstream: Model "twice" gives both "source".*and "upstream"/,
+      );
+      expect(() => load("models:\n  - id: none\n    parallel: 2\n")).toThrow(
+        /models\.0\.source: Model "none" needs "source".*or "upstream"/,
+      );
+    });
+
+    it("refuses a missing key variable, a bad URL, an unknown kind and embedded-only fields", () => {
+      expect(() => load(fleet)).toThrow(
+        /Model "fleet-smol": endpoint http:\/\/127\.0\.0\.1:8101\/v1 reads its key from WORKER1_KEY/,
+      );
+      const upstream = (body: string) => `models:\n  - id: u\n    upstream:\n${body}`;
+      expect(() => load(upstream("      endpoints:\n        - url: gpu-1:8000\n"))).toThrow(
+        /models\.0\.upstream\.endpoints\.0\.url/,
+      );
+      expect(() => load(upstream("      endpoints: []\n"))).toThrow(/models\.0\.upstream\.endpoints/);
+      expect(() => load(upstream("      kind: tgi\n      endpoints:\n        - url: http://h/v1\n"))).toThrow(
+        /models\.0\.upstream\.kind/,
+      );
+      expect(() =>
+        load(
+          "models:\n  - id: u\n    parallel: 2\n    upstream:\n      endpoints:\n        - url: http://h/v1\n",
+        ),
+      ).toThrow(/models\.0.*parallel/);
+    });
+
+    it("refuses an id used by an embedded and an upstream model alike", () => {
+      const yaml =
+        "models:\n  - id: a\n    source: ./a.gguf\n  - id: a\n    upstream:\n      endpoints:\n        - url: http://h/v1\n";
+      expect(() => load(yaml)).toThrow(/twice/);
+    });
+  });
 });

@@ -10,7 +10,10 @@ import {
   fileConfigSchema,
   type HearthConfig,
   type ModelConfig,
+  type ModelEntry,
   modelConfigSchema,
+  type UpstreamModelConfig,
+  type UpstreamModelFileConfig,
 } from "./schema.js";
 
 /** A config problem, worded for the operator. The CLI prints it without a stack trace. */
@@ -80,32 +83,20 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   const parallel = overrides.parallel ?? envInt(env, "HEARTH_PARALLEL");
   const maxQueue = overrides.maxQueue ?? envInt(env, "HEARTH_MAX_QUEUE");
   const queueTimeoutMs = overrides.queueTimeoutMs ?? envInt(env, "HEARTH_QUEUE_TIMEOUT_MS");
-  const models: ModelConfig[] = (parsed.data.models ?? defaultModels).map((m) => {
-    // Overrides go through the model schema too, so an out-of-range value is refused like one in the file.
-    const merged = modelConfigSchema.safeParse({
-      ...m,
-      ...(parallel === undefined ? {} : { parallel }),
-      ...(maxQueue === undefined ? {} : { maxQueue }),
-      ...(queueTimeoutMs === undefined ? {} : { queueTimeoutMs }),
-    });
-    if (!merged.success) {
-      throw new ConfigError(
-        formatZodIssues(merged.error, `Model "${m.id}" with command-line and environment overrides`),
-      );
-    }
-    return merged.data;
-  });
-  const ids = new Set<string>();
-  for (const m of models) {
-    try {
-      parseModelSource(m.source);
-    } catch (err) {
-      throw new ConfigError(`Model "${m.id}": ${(err as Error).message}`);
-    }
-    if (ids.has(m.id)) throw new ConfigError(`Config lists model "${m.id}" twice; model ids must be unique.`);
-    ids.add(m.id);
+  const entries: ModelEntry[] =
+    parsed.data.models ?? defaultModels.map((model) => ({ kind: "embedded", model }));
+  const models: ModelConfig[] = [];
+  const upstreamModels: UpstreamModelConfig[] = [];
+  const modelIds: string[] = [];
+  for (const entry of entries) {
+    const id = entry.model.id;
+    if (modelIds.includes(id))
+      throw new ConfigError(`Config lists model "${id}" twice; model ids must be unique.`);
+    modelIds.push(id);
+    if (entry.kind === "embedded")
+      models.push(embeddedModel(entry.model, { parallel, maxQueue, queueTimeoutMs }));
+    else upstreamModels.push(upstreamModel(entry.model, env));
   }
-
   const keySecret = env.HEARTH_KEY_SECRET || undefined;
   if (keySecret !== undefined && !/^[0-9a-fA-F]{64}$/.test(keySecret)) {
     throw new ConfigError("HEARTH_KEY_SECRET must be 64 hex characters (32 bytes), like a key-secret file.");
@@ -114,6 +105,8 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   return {
     server,
     models,
+    upstreamModels,
+    modelIds,
     dataDir: resolve(env.HEARTH_DATA_DIR || ".hearth"),
     databaseUrl: env.HEARTH_DATABASE_URL || undefined,
     redisUrl: env.HEARTH_REDIS_URL || undefined,
@@ -123,4 +116,48 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",
   };
+}
+
+interface ModelOverrides {
+  parallel: number | undefined;
+  maxQueue: number | undefined;
+  queueTimeoutMs: number | undefined;
+}
+
+function embeddedModel(model: ModelConfig, overrides: ModelOverrides): ModelConfig {
+  const { parallel, maxQueue, queueTimeoutMs } = overrides;
+  // Overrides go through the model schema too, so an out-of-range value is refused like one in the file.
+  const merged = modelConfigSchema.safeParse({
+    ...model,
+    ...(parallel === undefined ? {} : { parallel }),
+    ...(maxQueue === undefined ? {} : { maxQueue }),
+    ...(queueTimeoutMs === undefined ? {} : { queueTimeoutMs }),
+  });
+  if (!merged.success) {
+    throw new ConfigError(
+      formatZodIssues(merged.error, `Model "${model.id}" with command-line and environment overrides`),
+    );
+  }
+  try {
+    parseModelSource(merged.data.source);
+  } catch (err) {
+    throw new ConfigError(`Model "${model.id}": ${(err as Error).message}`);
+  }
+  return merged.data;
+}
+
+/** An upstream model with its endpoints' keys read from the environment (the one place that reads it). */
+function upstreamModel(model: UpstreamModelFileConfig, env: NodeJS.ProcessEnv): UpstreamModelConfig {
+  const { id, upstream } = model;
+  const endpoints = upstream.endpoints.map(({ url, apiKeyEnv }) => {
+    if (apiKeyEnv === undefined) return { url, apiKey: undefined };
+    const apiKey = env[apiKeyEnv];
+    if (apiKey === undefined || apiKey === "") {
+      throw new ConfigError(
+        `Model "${id}": endpoint ${url} reads its key from ${apiKeyEnv}, which is not set.`,
+      );
+    }
+    return { url, apiKey };
+  });
+  return { id, upstream: { ...upstream, model: upstream.model ?? id, endpoints } };
 }

@@ -39,6 +39,130 @@ export const modelConfigSchema = z
   })
   .strict();
 
+/** The engines an upstream endpoint can run; `auto` asks the endpoint (`docs/fleet.md`). */
+export const UPSTREAM_KINDS = Object.freeze([
+  "auto",
+  "vllm",
+  "sglang",
+  "llama-server",
+  "ollama",
+  "hearth",
+  "openai",
+] as const);
+export type UpstreamKindSetting = (typeof UPSTREAM_KINDS)[number];
+
+export const upstreamEndpointSchema = z
+  .object({
+    url: z
+      .string()
+      .regex(/^https?:\/\/[^\s]+$/, "an http:// or https:// URL, usually ending in /v1")
+      .transform((url) => url.replace(/\/+$/, "")),
+    apiKeyEnv: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "the name of an environment variable")
+      .optional()
+      .describe("the environment variable holding the endpoint's Bearer key"),
+  })
+  .strict();
+
+/** A model served by OpenAI-compatible engines elsewhere (vLLM, SGLang, llama-server, other Hearth nodes). */
+export const upstreamSchema = z
+  .object({
+    model: z.string().min(1).optional().describe("the name the endpoints serve (default: the model's id)"),
+    endpoints: z.array(upstreamEndpointSchema).min(1),
+    maxInFlight: z.number().int().min(1).max(4096).default(16).describe("requests per endpoint at once"),
+    maxQueue: z
+      .number()
+      .int()
+      .min(0)
+      .max(100000)
+      .default(64)
+      .describe("requests waiting when every healthy endpoint is full; beyond → 503"),
+    queueTimeoutMs: z.number().int().min(1).max(3_600_000).default(30_000),
+    contextSize: z.number().int().min(128).max(10_000_000).optional().describe("else read from the endpoint"),
+    kind: z.enum(UPSTREAM_KINDS).default("auto"),
+    probeIntervalMs: z.number().int().min(100).max(600_000).default(2_000).describe("active health probes"),
+    firstTokenTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(30_000)
+      .describe("no first token from an endpoint within this time: the request moves to another one"),
+    maxAttempts: z
+      .number()
+      .int()
+      .min(1)
+      .max(10)
+      .default(3)
+      .describe("endpoints one request may try before its first byte"),
+  })
+  .strict();
+
+export const upstreamModelConfigSchema = z
+  .object({
+    id: modelConfigSchema.shape.id,
+    upstream: upstreamSchema,
+  })
+  .strict();
+
+export type UpstreamModelFileConfig = z.infer<typeof upstreamModelConfigSchema>;
+
+/** An upstream model as the engine gets it: the endpoints' keys read from the environment, the model name set. */
+export interface UpstreamModelConfig {
+  id: string;
+  upstream: Omit<z.infer<typeof upstreamSchema>, "model" | "endpoints"> & {
+    model: string;
+    endpoints: { url: string /** Never logged. */; apiKey: string | undefined }[];
+  };
+}
+
+export type ModelEntry =
+  | { kind: "embedded"; model: ModelConfig }
+  | { kind: "upstream"; model: UpstreamModelFileConfig };
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/**
+ * One entry of `models`: an embedded model (`source`) or an upstream one (`upstream`), never both, never neither
+ * (both refused with the model's id). Issues keep their paths (`models.0.parallel`).
+ */
+const modelEntrySchema = z.unknown().transform((entry, ctx): ModelEntry => {
+  const id = isRecord(entry) && typeof entry.id === "string" ? entry.id : undefined;
+  const named = id === undefined ? "This model" : `Model "${id}"`;
+  const hasUpstream = isRecord(entry) && entry.upstream !== undefined;
+  const hasSource = isRecord(entry) && entry.source !== undefined;
+  if (hasUpstream && hasSource) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["upstream"],
+      message: `${named} gives both "source" (the embedded engine) and "upstream" (other engines); give one.`,
+    });
+    return z.NEVER;
+  }
+  if (isRecord(entry) && !hasUpstream && !hasSource) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["source"],
+      message: `${named} needs "source" (a .gguf for the embedded engine) or "upstream" (endpoints that serve it).`,
+    });
+    return z.NEVER;
+  }
+  const result = hasUpstream
+    ? upstreamModelConfigSchema.safeParse(entry)
+    : modelConfigSchema.safeParse(entry);
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      ctx.addIssue({ code: "custom", path: issue.path, message: issue.message });
+    }
+    return z.NEVER;
+  }
+  return hasUpstream
+    ? { kind: "upstream", model: result.data as UpstreamModelFileConfig }
+    : { kind: "embedded", model: result.data as ModelConfig };
+});
+
 export const serverConfigSchema = z
   .object({
     host: z.string().default("127.0.0.1"),
@@ -61,7 +185,7 @@ export const serverConfigSchema = z
 export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
-    models: z.array(modelConfigSchema).min(1).optional(),
+    models: z.array(modelEntrySchema).min(1).optional(),
   })
   .strict();
 
@@ -78,7 +202,12 @@ export const defaultModels: ModelConfig[] = [
 
 export interface HearthConfig {
   server: ServerConfig;
+  /** Models the embedded engine loads (`source`). */
   models: ModelConfig[];
+  /** Models served by upstream endpoints (`upstream`). */
+  upstreamModels: UpstreamModelConfig[];
+  /** Every configured model id, embedded and upstream, in the file's order (the order /v1/models lists). */
+  modelIds: string[];
   /** Embedded store and admin token live here. */
   dataDir: string;
   /** PostgreSQL instead of the embedded PGlite store when set. */

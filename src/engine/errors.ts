@@ -64,10 +64,14 @@ export class TooManyChoicesError extends Error {
   }
 }
 
-/** The engine's models are still loading; nothing can be prepared yet. */
+/** The model cannot serve now: still loading (embedded), or no healthy endpoint (upstream). */
 export class EngineNotReadyError extends Error {
   override name = "EngineNotReadyError";
-  constructor() {
-    super("The models are still loading.");
+  constructor(
+    readonly model: string,
+    /** Why, in words ("loading", "no healthy endpoint"). */
+    readonly detail = "loading",
+  ) {
+    super(`Model ${model} cannot serve now: ${detail}.`);
   }
 }

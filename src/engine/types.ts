@@ -146,6 +146,27 @@ export interface ModelInfo {
   created: number;
 }
 
+/** One endpoint of an upstream model right now. `url` has no credentials (keys travel in headers). */
+export interface EndpointHealth {
+  url: string;
+  healthy: boolean;
+  /** Requests it is serving now. */
+  inFlight: number;
+  /** The last failure that ejected it, in words (no upstream internals beyond status and message). */
+  lastError?: string;
+}
+
+/** One model's health right now: `/health` and `hearth models list`. */
+export interface ModelHealth {
+  model: string;
+  /** Can serve now: loaded (embedded), or at least one healthy endpoint (upstream). */
+  ready: boolean;
+  /** Why not, in words, when not ready. */
+  detail?: string;
+  /** Upstream models: each endpoint. */
+  endpoints?: EndpointHealth[];
+}
+
 /** One model's load right now (the metrics gauges). */
 export interface ModelLoad {
   model: string;
@@ -159,8 +180,10 @@ export interface ModelLoad {
 export interface Engine {
   /** Every configured model, loaded or not. */
   listModels(): ModelInfo[];
-  /** True once every model is loaded. */
+  /** True once every model can serve (embedded: loaded; upstream: at least one healthy endpoint). */
   isReady(): boolean;
+  /** Each model's health, in `listModels` order. */
+  health(): ModelHealth[];
   /**
    * Renders and tokenizes the prompt, checks it and the output budget against the model's context and compiles
    * the output grammar. Queues nothing and holds nothing. Rejects with errors from engine/errors.ts: unknown
@@ -173,6 +196,8 @@ export interface Engine {
    * `queueTimeoutMs`), request aborted (the signal aborted while queued).
    */
   enqueue(prepared: PreparedRequest): Promise<Generation>;
+  /** Stops admitting (new requests are refused as queue full); resolves when every admitted request finished. */
+  drain(): Promise<void>;
   /** Every loaded model's sequences and queue right now. */
   modelLoad(): ModelLoad[];
   dispose(): Promise<void>;

@@ -177,8 +177,8 @@ export class ClientClosedRequestError extends ApiError {
 
 /** 503 while models or the store are still loading. */
 export class NotReadyError extends ApiError {
-  constructor() {
-    super(503, "server_error", "The service is starting up, please try again shortly.", {
+  constructor(message = "The service is starting up, please try again shortly.") {
+    super(503, "server_error", message, {
       code: "engine_overloaded",
       headers: { "retry-after": "1" },
     });

@@ -58,7 +58,14 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   if (err instanceof QueueTimeoutError) return new EngineOverloadedError(err.message);
   if (err instanceof RequestAbortedError) return new ClientClosedRequestError();
   if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
-  if (err instanceof EngineNotReadyError) return new NotReadyError();
+  if (err instanceof EngineNotReadyError) {
+    // Loading is the whole service starting; an upstream model without a healthy endpoint is that model alone.
+    return err.detail === "loading"
+      ? new NotReadyError()
+      : new NotReadyError(
+          `The model \`${err.model}\` is unavailable right now (${err.detail}), please try again shortly.`,
+        );
+  }
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   // Chat: a template that rejects the conversation (e.g. roles out of order) is the client's input, not our fault.
   if (err instanceof TemplateError && err.kind !== "syntax") {

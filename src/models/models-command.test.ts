@@ -1,5 +1,7 @@
 // `hearth models list` and `hearth models pull` through commander, with local model files (no network).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command } from "commander";
@@ -45,6 +47,8 @@ beforeAll(() => {
       modelConfigSchema.parse({ id: "good", source: good, contextSize: 4096, parallel: 2 }),
       modelConfigSchema.parse({ id: "missing", source: join(root, "missing.gguf") }),
     ],
+    upstreamModels: [],
+    modelIds: ["good", "missing"],
     dataDir: join(root, "data"),
     databaseUrl: undefined,
     redisUrl: undefined,
@@ -103,6 +107,84 @@ describe("hearth models list", () => {
     expect(out).toBe("");
     expect(err).toBe("hearth: Config file hearth.yaml is not valid YAML: bad indentation\n");
     expect(exitCode).toBe(1);
+  });
+});
+
+describe("hearth models list with upstream models", () => {
+  const upstreamModel = {
+    id: "fleet",
+    upstream: {
+      model: "smol",
+      endpoints: [
+        { url: "http://127.0.0.1:8101/v1", apiKey: "sk-never-printed" },
+        { url: "http://127.0.0.1:8102/v1", apiKey: undefined },
+      ],
+      maxInFlight: 4,
+      maxQueue: 8,
+      queueTimeoutMs: 1000,
+      kind: "auto" as const,
+      probeIntervalMs: 2000,
+      firstTokenTimeoutMs: 1000,
+      maxAttempts: 3,
+    },
+  };
+
+  it("shows each endpoint's health as the running server reports it, and never a key", async () => {
+    // A real HTTP server answering /health as Hearth does (the CLI reads nothing else of it).
+    const server = createServer((_req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(
+        JSON.stringify({
+          status: "degraded",
+          models: [
+            {
+              id: "fleet",
+              status: "ok",
+              endpoints: [
+                { url: "http://127.0.0.1:8101/v1", status: "ok", in_flight: 2 },
+                {
+                  url: "http://127.0.0.1:8102/v1",
+                  status: "ejected",
+                  in_flight: 0,
+                  error: "connection refused",
+                },
+              ],
+            },
+          ],
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const withFleet = { ...config, upstreamModels: [upstreamModel], serverUrl: `http://127.0.0.1:${port}` };
+      const table = await runCli(["models", "list"], () => withFleet);
+      expect(table.err).toBe("");
+      expect(table.out).toMatch(/fleet\s+smol\s+http:\/\/127\.0\.0\.1:8101\/v1\s+ok, 2 in flight/);
+      expect(table.out).toMatch(
+        /fleet\s+smol\s+http:\/\/127\.0\.0\.1:8102\/v1\s+ejected: connection refused, 0 in flight/,
+      );
+      expect(table.out).not.toContain("sk-never-printed");
+      const json = JSON.parse((await runCli(["models", "list", "--json"], () => withFleet)).out) as unknown[];
+      expect(json.at(-1)).toEqual({
+        id: "fleet",
+        upstream: {
+          model: "smol",
+          endpoints: [
+            { url: "http://127.0.0.1:8101/v1", health: "ok, 2 in flight" },
+            { url: "http://127.0.0.1:8102/v1", health: "ejected: connection refused, 0 in flight" },
+          ],
+        },
+      });
+    } finally {
+      server.close();
+    }
+  });
+
+  it("says the health is unknown when no server answers", async () => {
+    const withFleet = { ...config, upstreamModels: [upstreamModel], serverUrl: "http://127.0.0.1:9" };
+    const { out } = await runCli(["models", "list"], () => withFleet);
+    expect(out).toContain("unknown (no server at http://127.0.0.1:9)");
   });
 });
 

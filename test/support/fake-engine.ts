@@ -18,6 +18,7 @@ import type {
   GenerationEvent,
   GenerationRequest,
   ModelInfo,
+  ModelHealth,
   ModelLoad,
   PreparedRequest,
   UsageCounts,
@@ -234,8 +235,14 @@ export class FakeEngine implements Engine {
     return this.ready;
   }
 
+  health(): ModelHealth[] {
+    return this.listModels().map((m) =>
+      this.ready ? { model: m.id, ready: true } : { model: m.id, ready: false, detail: "loading" },
+    );
+  }
+
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
-    if (!this.ready) throw new EngineNotReadyError();
+    if (!this.ready) throw new EngineNotReadyError(request.model);
     const model = this.model(request.model);
     const { parallel, contextSize } = model.config;
     const script = this.once.shift() ?? this.script;

@@ -8,6 +8,7 @@ import type {
   Engine,
   Generation,
   GenerationRequest,
+  ModelHealth,
   ModelInfo,
   ModelLoad,
   PreparedRequest,
@@ -97,6 +98,12 @@ export class LlamaEngine implements Engine {
 
   isReady(): boolean {
     return this.ready;
+  }
+
+  health(): ModelHealth[] {
+    return this.options.models.map((m) =>
+      this.loaded.has(m.id) ? { model: m.id, ready: true } : { model: m.id, ready: false, detail: "loading" },
+    );
   }
 
   runner(modelId: string): ModelRunner {

@@ -1,0 +1,83 @@
+// One Engine over several: each configured model is served by the engine that lists it (the embedded llama.cpp
+// engine for `source` models, the upstream engine for `upstream` ones), in the config's order.
+import { UnknownModelError } from "./errors.js";
+import type {
+  Engine,
+  Generation,
+  GenerationRequest,
+  ModelHealth,
+  ModelInfo,
+  ModelLoad,
+  PreparedRequest,
+} from "./types.js";
+
+export class EngineRegistry implements Engine {
+  private readonly byModel = new Map<string, Engine>();
+  private readonly rank: ReadonlyMap<string, number>;
+
+  /** `order`: every configured model id in the config's order; each engine serves the ids it lists. */
+  constructor(
+    private readonly engines: readonly Engine[],
+    order: readonly string[],
+  ) {
+    this.rank = new Map(order.map((id, i) => [id, i]));
+    for (const engine of engines) {
+      for (const model of engine.listModels()) {
+        if (this.byModel.has(model.id)) throw new Error(`two engines serve model ${model.id}`);
+        this.byModel.set(model.id, engine);
+      }
+    }
+  }
+
+  listModels(): ModelInfo[] {
+    return this.ordered(
+      this.engines.flatMap((e) => e.listModels()),
+      (m) => m.id,
+    );
+  }
+
+  isReady(): boolean {
+    return this.engines.every((e) => e.isReady());
+  }
+
+  health(): ModelHealth[] {
+    return this.ordered(
+      this.engines.flatMap((e) => e.health()),
+      (h) => h.model,
+    );
+  }
+
+  prepare(request: GenerationRequest): Promise<PreparedRequest> {
+    return this.engineFor(request.model).prepare(request);
+  }
+
+  enqueue(prepared: PreparedRequest): Promise<Generation> {
+    return this.engineFor(prepared.request.model).enqueue(prepared);
+  }
+
+  modelLoad(): ModelLoad[] {
+    return this.ordered(
+      this.engines.flatMap((e) => e.modelLoad()),
+      (l) => l.model,
+    );
+  }
+
+  async drain(): Promise<void> {
+    await Promise.all(this.engines.map((e) => e.drain()));
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.engines.map((e) => e.dispose()));
+  }
+
+  private engineFor(model: string): Engine {
+    const engine = this.byModel.get(model);
+    if (engine === undefined) throw new UnknownModelError(model);
+    return engine;
+  }
+
+  private ordered<T>(items: T[], idOf: (item: T) => string): T[] {
+    const rankOf = (item: T) => this.rank.get(idOf(item)) ?? Number.MAX_SAFE_INTEGER;
+    return items.sort((a, b) => rankOf(a) - rankOf(b));
+  }
+}
