@@ -5,6 +5,9 @@ import { createApp } from "./app/create-app.js";
 import { buildServices, type Services } from "./app/services.js";
 import type { HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
+import { EngineRegistry } from "./engine/registry.js";
+import type { Engine } from "./engine/types.js";
+import { UpstreamEngine } from "./engine/upstream/upstream-engine.js";
 import { ensureModelFile } from "./models/fetch.js";
 import { createProgressReporter } from "./models/progress.js";
 import { createLogger, type Logger } from "./observability/logger.js";
@@ -13,7 +16,7 @@ import { DEFAULT_OWNER_EMAIL } from "./tenancy/bootstrap.js";
 export interface RunningServer {
   url: string;
   services: Services;
-  engine: LlamaEngine;
+  engine: Engine;
   /** Resolves once every model is loaded (rejects if loading failed). */
   engineReady: Promise<void>;
   /** Stops accepting, lets running requests finish, then releases the engine and the store. */
@@ -30,12 +33,25 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const logger = options.logger ?? createLogger(config.logLevel);
   const announce = options.announce ?? ((text: string) => process.stdout.write(`${text}\n`));
 
-  const engine = new LlamaEngine({
-    models: config.models,
-    resolveModelPath: (model) =>
-      ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
-    onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
-  });
+  // The embedded engine serves `source` models (none configured: nothing is loaded or downloaded); the upstream
+  // engine serves `upstream` models from their endpoints. The registry routes each model to its engine.
+  const llama =
+    config.models.length === 0
+      ? undefined
+      : new LlamaEngine({
+          models: config.models,
+          resolveModelPath: (model) =>
+            ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
+          onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
+        });
+  const upstream =
+    config.upstreamModels.length === 0
+      ? undefined
+      : new UpstreamEngine({ models: config.upstreamModels, logger });
+  const engine = new EngineRegistry(
+    [llama, upstream].filter((e) => e !== undefined),
+    config.modelIds,
+  );
   let draining = false;
   const graph = await buildServices(config, { engine, logger, draining: () => draining });
   const { services } = graph;
@@ -75,7 +91,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     );
   }
 
-  const engineReady = engine.start();
+  const engineReady = Promise.all([llama?.start(), upstream?.start()]).then(() => undefined);
   engineReady.then(
     () => logger.info({ models: modelIds }, "models ready"),
     (err: unknown) => logger.error({ err }, "model loading failed"),

@@ -124,6 +124,8 @@ const chatRequestSchema = nullAsAbsent(
     user: z.string().optional(),
     safety_identifier: z.string().optional(),
     prompt_cache_key: z.string().optional(),
+    // vLLM's: narrows prefix-cache reuse to requests with the same salt, within the caller's organization.
+    cache_salt: z.string().min(1).max(256).optional(),
     metadata: z.record(z.string(), z.string()).optional(),
     service_tier: z.enum(["auto", "default"]).optional(),
     prediction: z.strictObject({ type: z.literal("content"), content: contentSchema }).optional(),
@@ -177,6 +179,7 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
   const output = parseOutputRequest(req);
   if (output !== undefined) parsed.output = output;
   if (req.user !== undefined) parsed.user = req.user;
+  if (req.cache_salt !== undefined) parsed.cacheSalt = req.cache_salt;
   return parsed;
 }
 

@@ -70,6 +70,7 @@ function toGenerationRequest(
     sampling: { ...request.sampling, seed: request.sampling.seed ?? randomInt(2 ** 31) },
     // The organization scopes the prefix cache (never shared across organizations) and is the fairness key.
     cacheScope: orgId,
+    ...(request.cacheSalt === undefined ? {} : { cacheSalt: request.cacheSalt }),
     signal,
     ...(request.output === undefined ? {} : { output: request.output }),
   };

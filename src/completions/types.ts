@@ -14,6 +14,8 @@ export interface CompletionRequest {
   /** JSON mode or tools: the reply is constrained (absent for free text). */
   output?: OutputRequest;
   user?: string;
+  /** Prefix-cache reuse only between requests with the same salt (always within the organization). */
+  cacheSalt?: string;
 }
 
 /** Who asks, and the request's life outside the engine. */

@@ -47,11 +47,11 @@ export class EngineRegistry implements Engine {
     );
   }
 
-  prepare(request: GenerationRequest): Promise<PreparedRequest> {
+  async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     return this.engineFor(request.model).prepare(request);
   }
 
-  enqueue(prepared: PreparedRequest): Promise<Generation> {
+  async enqueue(prepared: PreparedRequest): Promise<Generation> {
     return this.engineFor(prepared.request.model).enqueue(prepared);
   }
 

@@ -81,6 +81,11 @@ export interface GenerationRequest {
    * the queue (turns are taken per scope; one scope holds at most half the queue).
    */
   cacheScope: string;
+  /**
+   * Narrows the prefix-cache scope within `cacheScope` (vLLM's `cache_salt`): cached tokens are reused only between
+   * requests with the same salt. Fairness stays per `cacheScope`.
+   */
+  cacheSalt?: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
   /**

@@ -11,6 +11,7 @@ import {
   TooManyChoicesError,
   UnknownModelError,
 } from "../engine/errors.js";
+import { UpstreamError, UpstreamProtocolError } from "../engine/upstream/upstream-error.js";
 import {
   AlreadyMemberError,
   DuplicateOrgError,
@@ -59,6 +60,21 @@ describe("domainApiError", () => {
       null,
     ],
     ["too many choices", new TooManyChoicesError(9, 4), 400, "invalid_request_error", "n"],
+    [
+      "an upstream's 400",
+      new UpstreamError("bad stop", 400, false, true),
+      400,
+      "invalid_request_error",
+      null,
+    ],
+    [
+      "an upstream failing mid-stream",
+      new UpstreamError("x", 502, true, false),
+      503,
+      "engine_overloaded",
+      null,
+    ],
+    ["an upstream breaking the protocol", new UpstreamProtocolError("x"), 503, "engine_overloaded", null],
     ["a template refusal", new TemplateError("raised", "roles"), 400, "invalid_request_error", "messages"],
     ["a schema", new JsonSchemaError("no", "#"), 400, "invalid_request_error", "response_format"],
     ["an unknown org", new OrgNotFoundError("o"), 404, "org_not_found", null],

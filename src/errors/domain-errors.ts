@@ -11,6 +11,9 @@ import {
   TooManyChoicesError,
   UnknownModelError,
 } from "../engine/errors.js";
+import { EndpointEjectedError } from "../engine/upstream/endpoint-pool.js";
+import { EngineDisposedError, FirstTokenTimeoutError } from "../engine/upstream/upstream-call.js";
+import { UpstreamError, UpstreamProtocolError } from "../engine/upstream/upstream-error.js";
 import {
   AlreadyMemberError,
   DuplicateOrgError,
@@ -67,6 +70,18 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
         );
   }
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
+  // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;
+  // an endpoint that failed is retried before the 200, so what reaches here failed mid-stream or at shutdown.
+  if (err instanceof UpstreamError && err.clientError) return new InvalidRequestError(err.message);
+  if (
+    err instanceof UpstreamError ||
+    err instanceof UpstreamProtocolError ||
+    err instanceof FirstTokenTimeoutError ||
+    err instanceof EndpointEjectedError ||
+    err instanceof EngineDisposedError
+  ) {
+    return new EngineOverloadedError("The upstream engine failed during the request, please retry it.");
+  }
   // Chat: a template that rejects the conversation (e.g. roles out of order) is the client's input, not our fault.
   if (err instanceof TemplateError && err.kind !== "syntax") {
     return new InvalidRequestError(

@@ -10,7 +10,8 @@ interface Item extends Admittable {
 
 function item(name: string, extra: Partial<Item> = {}): Item {
   // The first letter is the organization: a1, a2 belong to "a".
-  return { name, scope: name.charAt(0), prompt: [1, 2, 3, 4], n: 1, signal: undefined, ...extra };
+  const org = name.charAt(0);
+  return { name, scope: org, tenant: org, prompt: [1, 2, 3, 4], n: 1, signal: undefined, ...extra };
 }
 
 /** An admission over `sequences` fake sequences, recording what it admits and refuses. */
@@ -84,6 +85,13 @@ describe("Admission", () => {
     admission.enqueue(item("d1"));
     expect(log.slice(2)).toEqual(["d1:QueueFullError"]);
     expect(admission.depth).toBe(4);
+  });
+
+  it("counts an organization's salted requests in its one share: a salt narrows the cache, not fairness", () => {
+    const { admission, log } = setup(1, { maxQueue: 4 });
+    admission.enqueue(item("a0"));
+    for (const salt of ["x", "y", "z"]) admission.enqueue(item(`a${salt}`, { scope: `a\u0000${salt}` }));
+    expect(log).toEqual(["a0", "az:QueueFullError"]);
   });
 
   it("refuses a request still queued after the queue timeout", () => {

@@ -6,8 +6,10 @@ import type { CachedSequence, SlotPool } from "./slot-pool.js";
 
 /** What admission reads of a request. */
 export interface Admittable {
-  /** Fairness key and prefix-cache scope (the organization). */
+  /** Prefix-cache scope (the organization, or the organization and its salt). */
   readonly scope: string;
+  /** Fairness key (the organization). */
+  readonly tenant: string;
   readonly prompt: readonly number[];
   /** Sequences it needs (one per choice). */
   readonly n: number;
@@ -38,12 +40,12 @@ export class Admission<T extends Admittable> {
   private readonly waiting = new Map<T, Waiting<T>>();
 
   constructor(private readonly options: AdmissionOptions<T>) {
-    // The organization is the fairness key: the same value that scopes the prefix cache. A request that needs
+    // The organization is the fairness key (the prefix cache may be narrower: a salt). A request that needs
     // more sequences than are free lets others pass at most once per sequence.
     this.queue = new FairQueue<Waiting<T>>({
       maxQueue: options.maxQueue,
       bypassLimit: options.pool.size,
-      tenantOf: (waiting) => waiting.item.scope,
+      tenantOf: (waiting) => waiting.item.tenant,
     });
   }
 
@@ -58,7 +60,7 @@ export class Admission<T extends Admittable> {
    * `queueTimeoutMs`, or when its signal aborts.
    */
   enqueue(item: T): void {
-    const room = this.queue.hasRoomFor(item.scope);
+    const room = this.queue.hasRoomFor(item.tenant);
     const waiting: Waiting<T> = { item, timer: undefined, onAbort: undefined };
     this.waiting.set(item, waiting);
     // Queued before the bounds are checked: a request that can start at once never needs a place.

@@ -1,5 +1,6 @@
 // One request inside a runner, from the queue to its usage event: its prompt, lease, choices and stream.
 import type { Token } from "node-llama-cpp";
+import { cacheScopeOf } from "../cache-scope.js";
 import { Channel } from "../channel.js";
 import type { Generation, GenerationEvent, GenerationRequest } from "../types.js";
 import type { Admittable } from "./admission.js";
@@ -52,7 +53,13 @@ export class Job implements Admittable {
     this.output = prepared.output;
   }
 
+  /** The prefix-cache scope: the organization, narrowed by its salt when the client sent one. */
   get scope(): string {
+    return cacheScopeOf(this.request);
+  }
+
+  /** The fairness key: the organization (a salt never buys another share of the queue). */
+  get tenant(): string {
     return this.request.cacheScope;
   }
 

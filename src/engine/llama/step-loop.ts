@@ -168,7 +168,7 @@ export class StepLoop {
     if (sequence.nextTokenIndex > reusable) {
       await sequence.eraseContextTokenRanges([{ start: reusable, end: sequence.nextTokenIndex }]);
     }
-    primary.scope = job.request.cacheScope;
+    primary.scope = job.scope;
     job.prefillPos = reusable;
     job.cachedTokens = reusable;
     job.prepared = true;
@@ -183,7 +183,7 @@ export class StepLoop {
     const upTo = job.prompt.length - 1;
     const slots = [primary, ...lease.others.map((id) => this.options.pool.slot(id))];
     for (const slot of slots.slice(1)) {
-      slot.scope = job.request.cacheScope;
+      slot.scope = job.scope;
       const copied = await copySequenceState(slot.sequence, primary.sequence, upTo);
       if (!copied) {
         // The copy is a library internal: fall back to evaluating the prompt again.

@@ -1,0 +1,252 @@
+// One request to upstream endpoints: attempts until the first token (moving to another endpoint on failure),
+// then the relay of its stream into the generation's channel.
+import { TextDecoder } from "node:util";
+import type { Logger } from "../../observability/logger.js";
+import { upstreamCacheSalt } from "../cache-scope.js";
+import { Channel } from "../channel.js";
+import { QueueFullError, RequestAbortedError } from "../errors.js";
+import type { Generation, GenerationEvent, PreparedRequest, UsageCounts } from "../types.js";
+import { describeFailure, type Endpoint, EndpointEjectedError, type EndpointPool } from "./endpoint-pool.js";
+import type { EndpointSlots } from "./endpoint-slots.js";
+import { NoHealthyEndpointError } from "./endpoint-slots.js";
+import {
+  UpstreamError,
+  UpstreamProtocolError,
+  UpstreamStreamDecoder,
+  upstreamErrorFromResponse,
+  upstreamRequestBody,
+} from "./wire.js";
+
+/** The endpoint sent no first token within `firstTokenTimeoutMs`. */
+export class FirstTokenTimeoutError extends Error {
+  override name = "FirstTokenTimeoutError";
+  constructor(readonly timeoutMs: number) {
+    super(`no first token within ${timeoutMs} ms`);
+  }
+}
+
+/** The engine is shutting down: in-flight streams end with this. */
+export class EngineDisposedError extends Error {
+  override name = "EngineDisposedError";
+  constructor() {
+    super("The engine shut down during the request.");
+  }
+}
+
+export interface UpstreamCallContext {
+  pool: EndpointPool;
+  slots: EndpointSlots;
+  /** The name the endpoints serve. */
+  upstreamModel: string;
+  firstTokenTimeoutMs: number;
+  maxAttempts: number;
+  /** Aborts every call (dispose). */
+  engineSignal: AbortSignal;
+  fetch: typeof fetch;
+  logger: Logger | undefined;
+  onFirstToken: ((event: FirstTokenEvent) => void) | undefined;
+}
+
+/** A request's first token arrived from an endpoint (after any retries). */
+export interface FirstTokenEvent {
+  model: string;
+  /** The endpoint's index in the model's config, and its URL without credentials. */
+  endpoint: number;
+  url: string;
+  /** Since this attempt's POST. */
+  seconds: number;
+}
+
+/** What a prepared request carries for the call. */
+export interface UpstreamCallRequest extends PreparedRequest {
+  readonly affinityKey: string;
+}
+
+/** A stream that has produced its first events: the rest is relayed by `relay`. */
+interface StartedStream {
+  reader: ReadableStreamDefaultReader<Uint8Array>;
+  decoder: UpstreamStreamDecoder;
+  text: TextDecoder;
+  first: GenerationEvent[];
+}
+
+/**
+ * Sends the request to an endpoint chosen by routing and resolves once its first delta or finish is decoded.
+ * Until then a failure moves it to another endpoint (at most `maxAttempts` in all); an upstream 400-class
+ * answer rejects with its UpstreamError at once. Afterwards nothing is retried: a failure fails the channel
+ * after a `usage` event for what was relayed.
+ */
+export async function callUpstream(
+  ctx: UpstreamCallContext,
+  prepared: UpstreamCallRequest,
+): Promise<Generation> {
+  const { request } = prepared;
+  const tried = new Set<number>();
+  let lastFailure = "";
+  for (let attempt = 1; attempt <= ctx.maxAttempts; attempt++) {
+    const endpoint = await ctx.slots.acquire({
+      scope: request.cacheScope,
+      key: prepared.affinityKey,
+      exclude: tried,
+      signal: request.signal,
+    });
+    tried.add(endpoint.index);
+    if (attempt > 1) endpoint.retries++;
+    const controller = new AbortController();
+    const signals = [controller.signal, ctx.engineSignal];
+    if (request.signal !== undefined) signals.push(request.signal);
+    const signal = AbortSignal.any(signals);
+    let started: StartedStream;
+    const sentAt = performance.now();
+    try {
+      started = await startStream(ctx, prepared, endpoint, controller, signal);
+    } catch (err) {
+      ctx.slots.release(endpoint);
+      if (request.signal?.aborted) throw new RequestAbortedError(request.model);
+      // Shutting down: the same 503 as a full queue (QueueFullError covers a draining engine).
+      if (ctx.engineSignal.aborted) throw new QueueFullError(request.model);
+      if (err instanceof UpstreamError && err.clientError) throw err;
+      lastFailure = describeFailure(err);
+      if (isEndpointFault(err)) ctx.pool.eject(endpoint, lastFailure);
+      ctx.logger?.warn(
+        { model: request.model, endpoint: endpoint.url, attempt, reason: lastFailure },
+        "upstream attempt failed before the first token",
+      );
+      continue;
+    }
+    ctx.pool.succeeded(endpoint);
+    ctx.onFirstToken?.({
+      model: request.model,
+      endpoint: endpoint.index,
+      url: endpoint.url,
+      seconds: (performance.now() - sentAt) / 1000,
+    });
+    const events = new Channel<GenerationEvent>();
+    relay(ctx, prepared, endpoint, started, events, signal).catch((err: unknown) => {
+      ctx.logger?.error({ err, model: request.model }, "upstream relay failed");
+      events.fail(err);
+    });
+    return { promptTokens: prepared.promptTokens, events };
+  }
+  throw new NoHealthyEndpointError(
+    request.model,
+    `${ctx.maxAttempts} attempt${ctx.maxAttempts === 1 ? "" : "s"} failed (last: ${lastFailure})`,
+  );
+}
+
+/** Whether a failure says the endpoint itself is unwell (eject it), rather than busy or the request's fault. */
+function isEndpointFault(err: unknown): boolean {
+  if (err instanceof EndpointEjectedError) return false;
+  if (err instanceof UpstreamError) return err.status >= 500 || !err.retryable;
+  // Connect errors, resets, protocol errors, first-token time-outs.
+  return true;
+}
+
+/** POSTs the request and reads until the first delta or finish (or fails). */
+async function startStream(
+  ctx: UpstreamCallContext,
+  prepared: UpstreamCallRequest,
+  endpoint: Endpoint,
+  controller: AbortController,
+  signal: AbortSignal,
+): Promise<StartedStream> {
+  const timeoutMs = ctx.firstTokenTimeoutMs;
+  const timer = setTimeout(() => controller.abort(new FirstTokenTimeoutError(timeoutMs)), timeoutMs);
+  timer.unref();
+  endpoint.waitingForFirstToken.add(controller);
+  try {
+    // Until a probe has told an `auto` endpoint's dialect: plain OpenAI, which sends no extra field.
+    const kind = ctx.pool.kindOf(endpoint) ?? "openai";
+    const body = upstreamRequestBody(prepared.request, {
+      model: ctx.upstreamModel,
+      kind,
+      cacheSalt: upstreamCacheSalt(prepared.request),
+    });
+    const response = await ctx.fetch(`${endpoint.url}/chat/completions`, {
+      method: "POST",
+      headers: endpoint.headers({ "content-type": "application/json", accept: "text/event-stream" }),
+      body: JSON.stringify(body),
+      signal,
+    });
+    if (!response.ok) throw upstreamErrorFromResponse(response.status, await response.text());
+    if (response.body === null) throw new UpstreamProtocolError("the response has no body");
+    const reader = response.body.getReader();
+    const decoder = new UpstreamStreamDecoder({ n: prepared.request.n });
+    const text = new TextDecoder("utf-8");
+    const first: GenerationEvent[] = [];
+    while (!decoder.started) {
+      const { done, value } = await reader.read();
+      if (done) {
+        first.push(...decoder.push(text.decode()), ...decoder.end());
+        if (!decoder.started) throw new UpstreamProtocolError("the stream ended before its first token");
+        break;
+      }
+      first.push(...decoder.push(text.decode(value, { stream: true })));
+    }
+    return { reader, decoder, text, first };
+  } catch (err) {
+    // The time-out's or the ejection's reason, not the fetch's generic AbortError.
+    const reason: unknown = controller.signal.reason;
+    if (reason instanceof FirstTokenTimeoutError || reason instanceof EndpointEjectedError) throw reason;
+    controller.abort();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    endpoint.waitingForFirstToken.delete(controller);
+  }
+}
+
+/**
+ * Relays the rest of the stream into the channel. Whatever happens, a `usage` event comes last: the upstream's
+ * when it sent one, else the prompt as prepared and one completion token per relayed delta (the upstream
+ * streams one chunk per token). A client abort closes the channel; any other failure fails it after the usage.
+ */
+async function relay(
+  ctx: UpstreamCallContext,
+  prepared: UpstreamCallRequest,
+  endpoint: Endpoint,
+  stream: StartedStream,
+  events: Channel<GenerationEvent>,
+  signal: AbortSignal,
+): Promise<void> {
+  const { reader, decoder, text } = stream;
+  // The decoder's own usage event is left out: ours, pushed last whatever happens, carries the same counts.
+  const emit = (list: readonly GenerationEvent[]) => {
+    for (const event of list) if (event.type !== "usage") events.push(event);
+  };
+  const usage = (): UsageCounts =>
+    decoder.usage ?? {
+      promptTokens: prepared.promptTokens,
+      completionTokens: decoder.deltas,
+      cachedTokens: 0,
+    };
+  // The slot is free before the channel ends: whoever reads the end sees the endpoint's load without it.
+  const end = (error?: unknown) => {
+    if (signal.aborted) reader.cancel().catch(() => undefined);
+    ctx.slots.release(endpoint);
+    events.push({ type: "usage", usage: usage() });
+    if (error === undefined) events.close();
+    else events.fail(error);
+  };
+  try {
+    emit(stream.first);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      emit(decoder.push(text.decode(value, { stream: true })));
+    }
+    emit(decoder.push(text.decode()));
+    emit(decoder.end());
+  } catch (err) {
+    if (prepared.request.signal?.aborted) return end();
+    if (ctx.engineSignal.aborted) return end(new EngineDisposedError());
+    const reason = describeFailure(err);
+    if (isEndpointFault(err)) ctx.pool.eject(endpoint, reason);
+    ctx.logger?.warn(
+      { model: prepared.request.model, endpoint: endpoint.url, reason },
+      "upstream stream failed after the first token",
+    );
+    return end(err);
+  }
+  end();
+}

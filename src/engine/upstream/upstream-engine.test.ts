@@ -1,0 +1,514 @@
+// The upstream engine against small real HTTP servers speaking the streaming wire (protocol stand-ins for unit
+// speed; the e2e tier runs real `hearth serve` workers and llama-server).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import type { UpstreamModelConfig } from "../../config/schema.js";
+import { upstreamCacheSalt } from "../cache-scope.js";
+import { ContextOverflowError, QueueFullError, QueueTimeoutError, RequestAbortedError } from "../errors.js";
+import type { GenerationEvent, GenerationRequest } from "../types.js";
+import { affinityKey, chooseEndpoint } from "./routing.js";
+import { estimatePromptTokens } from "./tokenize.js";
+import { UpstreamEngine } from "./upstream-engine.js";
+import { UpstreamError } from "./wire.js";
+
+type Mode = "good" | "slow" | "close-before-first-byte" | "503" | "429" | "400" | "stall" | "die-mid-stream";
+
+const USAGE = {
+  prompt_tokens: 11,
+  completion_tokens: 2,
+  total_tokens: 13,
+  prompt_tokens_details: { cached_tokens: 4 },
+};
+
+/** One stand-in endpoint: what it saw, and a promise per completion request that resolves when its socket closes. */
+interface Upstream {
+  url: string;
+  mode: Mode;
+  completions: number;
+  authorization: (string | undefined)[];
+  bodies: Record<string, unknown>[];
+  closed: Promise<void>[];
+  /** Answers nothing at all, probes included (a stopped process). */
+  frozen: boolean;
+  server: Server;
+}
+
+const servers: Upstream[] = [];
+const engines: UpstreamEngine[] = [];
+
+afterEach(async () => {
+  for (const engine of engines.splice(0)) await engine.dispose();
+  for (const upstream of servers.splice(0)) {
+    upstream.server.closeAllConnections();
+    await new Promise((resolve) => upstream.server.close(resolve));
+  }
+});
+
+function chunk(delta: Record<string, unknown>, finish: string | null = null): string {
+  const body = {
+    id: "up-1",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: "smol",
+    choices: [{ index: 0, delta, finish_reason: finish }],
+  };
+  return `data: ${JSON.stringify(body)}\n\n`;
+}
+
+function usageChunk(): string {
+  return `data: ${JSON.stringify({ id: "up-1", object: "chat.completion.chunk", created: 1, model: "smol", choices: [], usage: USAGE })}\n\n`;
+}
+
+function sse(res: ServerResponse): void {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  res.flushHeaders();
+}
+
+async function completion(upstream: Upstream, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  upstream.completions++;
+  upstream.authorization.push(req.headers.authorization);
+  upstream.closed.push(new Promise((resolve) => res.on("close", () => resolve())));
+  let raw = "";
+  for await (const part of req) raw += String(part);
+  upstream.bodies.push(JSON.parse(raw) as Record<string, unknown>);
+  switch (upstream.mode) {
+    case "good":
+      sse(res);
+      res.write(chunk({ role: "assistant", content: "" }));
+      res.write(chunk({ content: "Hello" }));
+      res.write(chunk({ content: " world" }));
+      res.write(chunk({}, "stop"));
+      res.write(usageChunk());
+      res.end("data: [DONE]\n\n");
+      return;
+    case "slow": {
+      sse(res);
+      let i = 0;
+      const timer = setInterval(() => res.write(chunk({ content: `t${i++} ` })), 20);
+      res.on("close", () => clearInterval(timer));
+      return;
+    }
+    case "close-before-first-byte":
+      req.socket.destroy();
+      return;
+    case "503":
+    case "429":
+      res.writeHead(Number(upstream.mode), { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ error: { message: "busy, internal queue at /srv/vllm", type: "server_error" } }),
+      );
+      return;
+    case "400":
+      res.writeHead(400, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ error: { message: "max_tokens is too large", type: "invalid_request_error" } }),
+      );
+      return;
+    case "stall":
+      sse(res);
+      return;
+    case "die-mid-stream":
+      sse(res);
+      res.write(chunk({ content: "Hello" }));
+      setTimeout(() => req.socket.destroy(), 30);
+      return;
+    default:
+      upstream.mode satisfies never;
+  }
+}
+
+/** `vllm`: the model list says vLLM with a 100-token context, and `POST /tokenize` counts 42 tokens. */
+async function startUpstream(mode: Mode, { vllm = false } = {}): Promise<Upstream> {
+  const upstream = {
+    mode,
+    completions: 0,
+    authorization: [],
+    bodies: [],
+    closed: [],
+    frozen: false,
+  } as unknown as Upstream;
+  upstream.server = createServer((req, res) => {
+    if (upstream.frozen) return;
+    if (req.method === "GET" && req.url === "/v1/models") {
+      res.writeHead(200, { "content-type": "application/json" });
+      const entry = vllm ? { owned_by: "vllm", max_model_len: 100 } : { owned_by: "test" };
+      res.end(JSON.stringify({ object: "list", data: [{ id: "smol", object: "model", ...entry }] }));
+      return;
+    }
+    if (vllm && req.method === "POST" && req.url === "/tokenize") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ count: 42, max_model_len: 100, tokens: Array.from({ length: 42 }, (_, i) => i) }),
+      );
+      return;
+    }
+    if (req.method === "POST" && req.url === "/v1/chat/completions") {
+      void completion(upstream, req, res);
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise<void>((resolve) => upstream.server.listen(0, "127.0.0.1", resolve));
+  upstream.url = `http://127.0.0.1:${(upstream.server.address() as AddressInfo).port}/v1`;
+  servers.push(upstream);
+  return upstream;
+}
+
+/** A URL nothing listens on. */
+async function deadUrl(): Promise<string> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return `http://127.0.0.1:${port}/v1`;
+}
+
+function config(urls: string[], extra: Partial<UpstreamModelConfig["upstream"]> = {}): UpstreamModelConfig {
+  return {
+    id: "fleet",
+    upstream: {
+      model: "smol",
+      endpoints: urls.map((url, i) => ({ url, apiKey: i === 0 ? "worker-key" : undefined })),
+      maxInFlight: 4,
+      maxQueue: 8,
+      queueTimeoutMs: 2_000,
+      kind: "openai",
+      probeIntervalMs: 60_000,
+      firstTokenTimeoutMs: 300,
+      maxAttempts: 3,
+      ...extra,
+    },
+  };
+}
+
+async function engineFor(urls: string[], extra: Partial<UpstreamModelConfig["upstream"]> = {}) {
+  const engine = new UpstreamEngine({ models: [config(urls, extra)] });
+  engines.push(engine);
+  await engine.start();
+  return engine;
+}
+
+function request(org: string, signal?: AbortSignal): GenerationRequest {
+  return {
+    model: "fleet",
+    messages: [
+      { role: "system", content: "You are terse." },
+      { role: "user", content: "Say hello." },
+    ],
+    enableThinking: false,
+    n: 1,
+    sampling: {
+      temperature: 0,
+      topP: 1,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      seed: 1,
+      maxTokens: 16,
+      stop: [],
+    },
+    cacheScope: org,
+    ...(signal === undefined ? {} : { signal }),
+  };
+}
+
+/** An organization whose requests routing sends to endpoint `index` first. */
+function orgRoutedTo(engine: UpstreamEngine, index: number): string {
+  const [pool] = engine.pools();
+  if (pool === undefined) throw new Error("no pool");
+  for (let i = 0; i < 1000; i++) {
+    const org = `org-${i}`;
+    if (chooseEndpoint(pool.endpoints, affinityKey(org, request(org).messages)) === index) return org;
+  }
+  throw new Error(`no organization routes to endpoint ${index}`);
+}
+
+async function collect(
+  events: AsyncIterable<GenerationEvent>,
+): Promise<{ events: GenerationEvent[]; error?: unknown }> {
+  const seen: GenerationEvent[] = [];
+  try {
+    for await (const event of events) seen.push(event);
+    return { events: seen };
+  } catch (error) {
+    return { events: seen, error };
+  }
+}
+
+async function run(engine: UpstreamEngine, req: GenerationRequest) {
+  const generation = await engine.enqueue(await engine.prepare(req));
+  return collect(generation.events);
+}
+
+describe("UpstreamEngine", () => {
+  it("relays a stream with its exact upstream usage last, sending the key and the org's cache salt", async () => {
+    const good = await startUpstream("good");
+    const engine = await engineFor([good.url]);
+    expect(engine.isReady()).toBe(true);
+    const { events, error } = await run(engine, request("org-a"));
+    expect(error).toBeUndefined();
+    const texts = events
+      .filter((e) => e.type === "delta")
+      .map((e) => e.text)
+      .join("");
+    expect(texts).toBe("Hello world");
+    expect(events.at(-2)).toMatchObject({ type: "finish", choice: 0, reason: "stop" });
+    expect(events.at(-1)).toEqual({
+      type: "usage",
+      usage: expect.objectContaining({ promptTokens: 11, completionTokens: 2, cachedTokens: 4 }),
+    });
+    expect(events.filter((e) => e.type === "usage")).toHaveLength(1);
+    expect(good.authorization).toEqual(["Bearer worker-key"]);
+    expect(good.bodies[0]).toMatchObject({ model: "smol", stream: true });
+    expect(engine.modelLoad()).toEqual([{ model: "fleet", parallel: 4, busySequences: 0, queueDepth: 0 }]);
+  });
+
+  for (const mode of ["close-before-first-byte", "503", "stall"] as const) {
+    it(`moves a request to a good endpoint when the chosen one fails before the first token (${mode})`, async () => {
+      const bad = await startUpstream(mode);
+      const good = await startUpstream("good");
+      const engine = await engineFor([bad.url, good.url]);
+      const org = orgRoutedTo(engine, 0);
+      const started = Date.now();
+      const { events, error } = await run(engine, request(org));
+      expect(error).toBeUndefined();
+      expect(events.at(-1)).toMatchObject({
+        type: "usage",
+        usage: { promptTokens: 11, completionTokens: 2 },
+      });
+      expect(bad.completions).toBe(1);
+      expect(good.completions).toBe(1);
+      // The stall costs firstTokenTimeoutMs (300 ms); the others move on at once.
+      expect(Date.now() - started).toBeLessThan(mode === "stall" ? 1_500 : 500);
+      const [health] = engine.health();
+      expect(health?.endpoints?.[0]).toMatchObject({ healthy: false, inFlight: 0 });
+      expect(health?.endpoints?.[0]?.lastError).toBeTruthy();
+      expect(health?.endpoints?.[0]?.lastError).not.toMatch(/srv\/vllm/);
+      expect(health?.endpoints?.[1]).toMatchObject({ healthy: true, inFlight: 0 });
+      // The ejected endpoint is not tried again while it is out.
+      await run(engine, request(org));
+      expect(bad.completions).toBe(1);
+      expect(good.completions).toBe(2);
+    });
+  }
+
+  it("moves a request waiting on an endpoint that stops answering as soon as a probe ejects it", async () => {
+    const stopped = await startUpstream("stall");
+    const good = await startUpstream("good");
+    const engine = await engineFor([stopped.url, good.url], {
+      firstTokenTimeoutMs: 30_000,
+      probeIntervalMs: 200,
+    });
+    const org = orgRoutedTo(engine, 0);
+    const started = Date.now();
+    const pending = run(engine, request(org));
+    while (stopped.completions === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    stopped.frozen = true;
+    const { error } = await pending;
+    expect(error).toBeUndefined();
+    // One probe interval plus its time-out, far below the first-token time-out.
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(good.completions).toBe(1);
+    expect(engine.health()[0]?.endpoints?.[0]).toMatchObject({ healthy: false, inFlight: 0 });
+    await stopped.closed[0];
+  });
+
+  it("retries a 429 elsewhere without ejecting the busy endpoint", async () => {
+    const busy = await startUpstream("429");
+    const good = await startUpstream("good");
+    const engine = await engineFor([busy.url, good.url]);
+    const { error } = await run(engine, request(orgRoutedTo(engine, 0)));
+    expect(error).toBeUndefined();
+    expect(busy.completions).toBe(1);
+    expect(engine.health()[0]?.endpoints?.[0]?.healthy).toBe(true);
+  });
+
+  it("does not retry an upstream 400: enqueue rejects with its UpstreamError", async () => {
+    const refusing = await startUpstream("400");
+    const good = await startUpstream("good");
+    const engine = await engineFor([refusing.url, good.url]);
+    const prepared = await engine.prepare(request(orgRoutedTo(engine, 0)));
+    const err = await engine.enqueue(prepared).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UpstreamError);
+    expect(err).toMatchObject({ status: 400, clientError: true });
+    expect((err as Error).message).toContain("max_tokens is too large");
+    expect(good.completions).toBe(0);
+    expect(engine.health()[0]?.endpoints?.[0]?.healthy).toBe(true);
+  });
+
+  it("answers 503 at once when every endpoint is down, before and after the probes noticed", async () => {
+    const urls = [await deadUrl(), await deadUrl()];
+    // Not started: both endpoints are still presumed healthy; the first request finds out and gives up fast.
+    const optimistic = new UpstreamEngine({ models: [config(urls)] });
+    engines.push(optimistic);
+    let started = Date.now();
+    const first = await optimistic
+      .enqueue(await optimistic.prepare(request("org-a")))
+      .catch((e: unknown) => e);
+    expect(first).toBeInstanceOf(QueueFullError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(optimistic.isReady()).toBe(false);
+    // Started: the probes ejected both; a request is refused without touching the network.
+    const engine = await engineFor(urls);
+    expect(engine.isReady()).toBe(false);
+    const [health] = engine.health();
+    expect(health).toMatchObject({ model: "fleet", ready: false });
+    expect(health?.detail).toBe(
+      `no healthy endpoint (${urls[0]}: probe: connection refused; ${urls[1]}: probe: connection refused)`,
+    );
+    expect(health?.endpoints?.map((e) => e.lastError)).toEqual([
+      "probe: connection refused",
+      "probe: connection refused",
+    ]);
+    started = Date.now();
+    const err = await engine.enqueue(await engine.prepare(request("org-a"))).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(QueueFullError);
+    expect(Date.now() - started).toBeLessThan(100);
+    expect(engine.modelLoad()).toEqual([{ model: "fleet", parallel: 0, busySequences: 0, queueDepth: 0 }]);
+  });
+
+  it("fails the channel after a usage event for what was relayed when the upstream dies mid-stream", async () => {
+    const dying = await startUpstream("die-mid-stream");
+    const engine = await engineFor([dying.url]);
+    const prepared = await engine.prepare(request("org-a"));
+    const generation = await engine.enqueue(prepared);
+    const { events, error } = await collect(generation.events);
+    expect(error).toBeDefined();
+    expect(events.map((e) => e.type)).toEqual(["delta", "usage"]);
+    expect(events.at(-1)).toEqual({
+      type: "usage",
+      usage: { promptTokens: prepared.promptTokens, completionTokens: 1, cachedTokens: 0 },
+    });
+    expect(engine.health()[0]?.endpoints?.[0]).toMatchObject({ healthy: false, inFlight: 0 });
+  });
+
+  it("aborts the upstream request at once when the client leaves mid-stream, ending with usage", async () => {
+    const slow = await startUpstream("slow");
+    const engine = await engineFor([slow.url]);
+    const client = new AbortController();
+    const generation = await engine.enqueue(await engine.prepare(request("org-a", client.signal)));
+    const seen: GenerationEvent[] = [];
+    let error: unknown;
+    try {
+      for await (const event of generation.events) {
+        seen.push(event);
+        if (seen.length === 3) client.abort();
+      }
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeUndefined();
+    await slow.closed[0];
+    const deltas = seen.filter((e) => e.type === "delta").length;
+    expect(deltas).toBeGreaterThanOrEqual(3);
+    expect(seen.at(-1)).toEqual({
+      type: "usage",
+      usage: expect.objectContaining({ completionTokens: deltas }),
+    });
+    expect(engine.health()[0]?.endpoints?.[0]).toMatchObject({ healthy: true, inFlight: 0 });
+  });
+
+  it("drops a request whose client leaves before the first token, closing the upstream connection", async () => {
+    const stalled = await startUpstream("stall");
+    const engine = await engineFor([stalled.url], { firstTokenTimeoutMs: 10_000 });
+    const client = new AbortController();
+    const pending = engine.enqueue(await engine.prepare(request("org-a", client.signal)));
+    while (stalled.completions === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    client.abort();
+    await expect(pending).rejects.toBeInstanceOf(RequestAbortedError);
+    await stalled.closed[0];
+    expect(engine.health()[0]?.endpoints?.[0]).toMatchObject({ healthy: true, inFlight: 0 });
+  });
+
+  it("queues when every healthy endpoint is full: refuses beyond maxQueue and after queueTimeoutMs", async () => {
+    const slow = await startUpstream("slow");
+    const engine = await engineFor([slow.url], { maxInFlight: 1, maxQueue: 1, queueTimeoutMs: 200 });
+    const holder = new AbortController();
+    const first = await engine.enqueue(await engine.prepare(request("org-a", holder.signal)));
+    const waiting = engine.enqueue(await engine.prepare(request("org-b")));
+    expect(engine.modelLoad()).toEqual([{ model: "fleet", parallel: 1, busySequences: 1, queueDepth: 1 }]);
+    await expect(engine.enqueue(await engine.prepare(request("org-c")))).rejects.toBeInstanceOf(
+      QueueFullError,
+    );
+    await expect(waiting).rejects.toBeInstanceOf(QueueTimeoutError);
+    // A freed slot goes to the next waiting request.
+    const next = engine.enqueue(await engine.prepare(request("org-b")));
+    holder.abort();
+    await collect(first.events);
+    const second = await next;
+    expect(engine.modelLoad()[0]).toMatchObject({ busySequences: 1, queueDepth: 0 });
+    await engine.dispose();
+    const { events, error } = await collect(second.events);
+    expect(error).toBeDefined();
+    expect(events.at(-1)?.type).toBe("usage");
+    expect(engine.modelLoad()[0]).toMatchObject({ busySequences: 0 });
+  });
+
+  it("lists its models with the configured context size and reports per-endpoint health without credentials", async () => {
+    const good = await startUpstream("good");
+    const withCredentials = good.url.replace("http://", "http://user:pw@");
+    const engine = await engineFor([withCredentials], { contextSize: 2048 });
+    expect(engine.listModels()).toEqual([{ id: "fleet", contextSize: 2048, created: expect.any(Number) }]);
+    expect(engine.health()).toEqual([
+      { model: "fleet", ready: true, endpoints: [{ url: good.url, healthy: true, inFlight: 0 }] },
+    ]);
+    const prepared = await engine.prepare({
+      ...request("org-a"),
+      sampling: { ...request("org-a").sampling, maxTokens: undefined },
+    });
+    expect(prepared.maxTokensPerChoice).toBe(2048 - prepared.promptTokens);
+  });
+
+  it("counts the prompt with the endpoint's tokenize route and refuses what does not fit the probed context", async () => {
+    const worker = await startUpstream("good", { vllm: true });
+    const engine = await engineFor([worker.url], { kind: "auto" });
+    expect(engine.listModels()[0]?.contextSize).toBe(100);
+    const open = { ...request("org-a"), sampling: { ...request("org-a").sampling, maxTokens: undefined } };
+    const prepared = await engine.prepare(open);
+    expect(prepared).toMatchObject({ promptTokens: 42, maxTokensPerChoice: 58 });
+    const tooLong = { ...request("org-a"), sampling: { ...request("org-a").sampling, maxTokens: 80 } };
+    await expect(engine.prepare(tooLong)).rejects.toBeInstanceOf(ContextOverflowError);
+    // The detected dialect: vLLM gets a cache salt per organization (and client salt), opaque to it.
+    const { error } = await run(engine, request("org-a"));
+    expect(error).toBeUndefined();
+    await run(engine, { ...request("org-a"), cacheSalt: "tenant-1" });
+    await run(engine, request("org-b"));
+    const salts = worker.bodies.map((b) => (b as { cache_salt?: unknown }).cache_salt);
+    expect(worker.bodies[0]).toMatchObject({
+      model: "smol",
+      cache_salt: upstreamCacheSalt(request("org-a")),
+    });
+    expect(salts).toHaveLength(3);
+    expect(new Set(salts).size).toBe(3);
+    for (const salt of salts) expect(salt).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it("estimates the prompt when the endpoint has no tokenize route", async () => {
+    const worker = await startUpstream("good");
+    const engine = await engineFor([worker.url]);
+    const prepared = await engine.prepare(request("org-a"));
+    expect(prepared.promptTokens).toBe(estimatePromptTokens(request("org-a").messages));
+    expect(prepared.maxTokensPerChoice).toBe(16);
+  });
+
+  it("drains: refuses new requests at once and resolves when the running ones have ended", async () => {
+    const slow = await startUpstream("slow");
+    const engine = await engineFor([slow.url]);
+    const client = new AbortController();
+    const running = await engine.enqueue(await engine.prepare(request("org-a", client.signal)));
+    let drained = false;
+    const draining = engine.drain().then(() => {
+      drained = true;
+    });
+    await expect(engine.enqueue(await engine.prepare(request("org-b")))).rejects.toBeInstanceOf(
+      QueueFullError,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(drained).toBe(false);
+    client.abort();
+    const { events } = await collect(running.events);
+    expect(events.at(-1)?.type).toBe("usage");
+    await draining;
+    expect(drained).toBe(true);
+  });
+});

@@ -1,0 +1,249 @@
+// The Engine port on upstream OpenAI-compatible endpoints (vLLM, SGLang, llama-server, other Hearth nodes).
+import type { UpstreamModelConfig } from "../../config/schema.js";
+import type { Logger } from "../../observability/logger.js";
+import { ContextOverflowError, QueueFullError, UnknownModelError } from "../errors.js";
+import type {
+  EndpointHealth,
+  Engine,
+  Generation,
+  GenerationRequest,
+  ModelHealth,
+  ModelInfo,
+  ModelLoad,
+  PreparedRequest,
+} from "../types.js";
+import { type Endpoint, EndpointPool } from "./endpoint-pool.js";
+import { EndpointSlots } from "./endpoint-slots.js";
+import { affinityKey, chooseEndpoint } from "./routing.js";
+import { estimatePromptTokens, type TokenizeCall, tokenizeRequest } from "./tokenize.js";
+import { callUpstream, type FirstTokenEvent, type UpstreamCallRequest } from "./upstream-call.js";
+
+/** Context size listed for a model whose config names none and whose endpoints did not report one yet. */
+export const DEFAULT_UPSTREAM_CONTEXT_SIZE = 4096;
+/** Tokens a choice may generate when the request names no max_tokens and the context size is unknown. */
+export const DEFAULT_UPSTREAM_MAX_TOKENS = 4096;
+/** Longest wait for an endpoint's tokenize route before `prepare` falls back to the estimate. */
+export const TOKENIZE_TIMEOUT_MS = 1_000;
+
+/** Each endpoint's URL (without credentials) and why it is out, for `/health` and the CLI. */
+function downReasons(endpoints: readonly EndpointHealth[]): string {
+  return endpoints.map((e) => `${e.url}: ${e.lastError ?? "down"}`).join("; ");
+}
+
+export interface UpstreamEngineOptions {
+  models: UpstreamModelConfig[];
+  /** Tests may pass their own; the global fetch otherwise. */
+  fetch?: typeof fetch;
+  logger?: Logger;
+  /** Each request's time to its first token from the endpoint that served it (the metrics' histogram). */
+  onFirstToken?: (event: FirstTokenEvent) => void;
+}
+
+/** A request prepared by this engine: its prompt counted, its affinity key computed once. */
+export class UpstreamPreparedRequest implements UpstreamCallRequest {
+  constructor(
+    readonly request: GenerationRequest,
+    readonly promptTokens: number,
+    readonly maxTokensPerChoice: number,
+    readonly affinityKey: string,
+    /** Whether `promptTokens` came from an endpoint's tokenizer (else it is the estimate). */
+    readonly exactPrompt: boolean,
+  ) {}
+}
+
+interface UpstreamModel {
+  config: UpstreamModelConfig;
+  pool: EndpointPool;
+  slots: EndpointSlots;
+}
+
+export class UpstreamEngine implements Engine {
+  private readonly models = new Map<string, UpstreamModel>();
+  private readonly created = Math.floor(Date.now() / 1000);
+  private readonly shutdown = new AbortController();
+  private readonly fetch: typeof fetch;
+  /** Requests taken by `enqueue` and not yet ended (queued, in attempts or streaming): what `drain` waits for. */
+  private active = 0;
+  private draining = false;
+
+  constructor(private readonly options: UpstreamEngineOptions) {
+    this.fetch = options.fetch ?? globalThis.fetch;
+    for (const config of options.models) {
+      const { upstream } = config;
+      let slots: EndpointSlots | undefined;
+      const pool = new EndpointPool({
+        config,
+        fetch: this.fetch,
+        ...(options.logger === undefined ? {} : { logger: options.logger }),
+        onHealthChange: () => slots?.healthChanged(),
+      });
+      slots = new EndpointSlots({
+        pool,
+        maxQueue: upstream.maxQueue,
+        queueTimeoutMs: upstream.queueTimeoutMs,
+      });
+      this.models.set(config.id, { config, pool, slots });
+    }
+  }
+
+  /** Probes every endpoint once (each probe is bounded to a second), then keeps probing in the background. */
+  async start(): Promise<void> {
+    await Promise.all([...this.models.values()].map((m) => m.pool.start()));
+  }
+
+  listModels(): ModelInfo[] {
+    return [...this.models.values()].map((m) => ({
+      id: m.config.id,
+      contextSize: m.pool.contextSize ?? DEFAULT_UPSTREAM_CONTEXT_SIZE,
+      created: this.created,
+    }));
+  }
+
+  isReady(): boolean {
+    return [...this.models.values()].every((m) => m.pool.healthy().length > 0);
+  }
+
+  health(): ModelHealth[] {
+    return [...this.models.values()].map((m) => {
+      const endpoints = m.pool.endpoints.map((e) => e.health());
+      const ready = endpoints.some((e) => e.healthy);
+      return {
+        model: m.config.id,
+        ready,
+        ...(ready ? {} : { detail: `no healthy endpoint (${downReasons(endpoints)})` }),
+        endpoints,
+      };
+    });
+  }
+
+  /** The pools, for the metrics (per-endpoint counters) and tests. */
+  pools(): EndpointPool[] {
+    return [...this.models.values()].map((m) => m.pool);
+  }
+
+  async prepare(request: GenerationRequest): Promise<PreparedRequest> {
+    const model = this.model(request.model);
+    const key = affinityKey(request.cacheScope, request.messages);
+    const counted = await this.countPrompt(model, request, key);
+    const contextSize = model.pool.contextSize;
+    const asked = request.sampling.maxTokens;
+    // Only an exact count may refuse a request: an estimate errs on the large side, and the endpoint refuses
+    // what truly does not fit with its own 400 (relayed with its message).
+    if (contextSize !== undefined && counted.exact) {
+      const budget = asked ?? contextSize - counted.tokens;
+      if (counted.tokens + budget > contextSize || budget < 1) {
+        throw new ContextOverflowError(contextSize, counted.tokens, asked);
+      }
+    }
+    const maxTokensPerChoice =
+      asked ??
+      (contextSize === undefined ? DEFAULT_UPSTREAM_MAX_TOKENS : Math.max(1, contextSize - counted.tokens));
+    return new UpstreamPreparedRequest(request, counted.tokens, maxTokensPerChoice, key, counted.exact);
+  }
+
+  async enqueue(prepared: PreparedRequest): Promise<Generation> {
+    if (!(prepared instanceof UpstreamPreparedRequest)) {
+      throw new TypeError("UpstreamEngine.enqueue takes only requests it prepared itself");
+    }
+    const model = this.model(prepared.request.model);
+    if (this.draining || this.shutdown.signal.aborted) throw new QueueFullError(model.config.id);
+    this.active++;
+    let generation: Generation;
+    try {
+      generation = await this.call(model, prepared);
+    } catch (err) {
+      this.active--;
+      throw err;
+    }
+    generation.events.observe({ value: () => undefined, end: () => this.active-- });
+    return generation;
+  }
+
+  private call(model: UpstreamModel, prepared: UpstreamPreparedRequest): Promise<Generation> {
+    const { upstream } = model.config;
+    return callUpstream(
+      {
+        pool: model.pool,
+        slots: model.slots,
+        upstreamModel: upstream.model,
+        firstTokenTimeoutMs: upstream.firstTokenTimeoutMs,
+        maxAttempts: upstream.maxAttempts,
+        engineSignal: this.shutdown.signal,
+        fetch: this.fetch,
+        logger: this.options.logger,
+        onFirstToken: this.options.onFirstToken,
+      },
+      prepared,
+    );
+  }
+
+  modelLoad(): ModelLoad[] {
+    return [...this.models.values()].map((m) => ({
+      model: m.config.id,
+      parallel: m.pool.healthy().reduce((sum, e) => sum + e.maxInFlight, 0),
+      busySequences: m.pool.endpoints.reduce((sum, e) => sum + e.inFlight, 0),
+      queueDepth: m.slots.depth,
+    }));
+  }
+
+  /** Stops admitting (new requests get QueueFullError); resolves once every request it took has ended. */
+  async drain(): Promise<void> {
+    this.draining = true;
+    while (this.active > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+
+  /** Stops the probes, refuses waiting requests and aborts those in flight (their streams fail). */
+  async dispose(): Promise<void> {
+    this.shutdown.abort();
+    for (const m of this.models.values()) {
+      m.pool.stop();
+      m.slots.dropAll(new QueueFullError(m.config.id));
+    }
+  }
+
+  private model(id: string): UpstreamModel {
+    const model = this.models.get(id);
+    if (model === undefined) throw new UnknownModelError(id);
+    return model;
+  }
+
+  /**
+   * Prompt tokens from the tokenize route of the endpoint routing would pick, when its engine has one; the
+   * estimate when it has none, is unknown yet, fails or takes longer than TOKENIZE_TIMEOUT_MS in all.
+   */
+  private async countPrompt(
+    model: UpstreamModel,
+    request: GenerationRequest,
+    key: string,
+  ): Promise<{ tokens: number; exact: boolean }> {
+    const estimate = { tokens: estimatePromptTokens(request.messages, request.output), exact: false };
+    const { pool } = model;
+    const i = chooseEndpoint(pool.endpoints, key);
+    const endpoint: Endpoint | undefined = i === undefined ? pool.healthy()[0] : pool.endpoints[i];
+    if (endpoint === undefined) return estimate;
+    const kind = pool.kindOf(endpoint);
+    if (kind === undefined) return estimate;
+    let call: TokenizeCall | number | undefined = tokenizeRequest(kind, {
+      endpointUrl: endpoint.url,
+      model: model.config.upstream.model,
+      request,
+    });
+    const signal = AbortSignal.any([AbortSignal.timeout(TOKENIZE_TIMEOUT_MS), this.shutdown.signal]);
+    try {
+      // A route may take two calls (llama-server renders the template, then tokenizes).
+      while (call !== undefined && typeof call !== "number") {
+        const response = await this.fetch(call.url, {
+          method: "POST",
+          headers: endpoint.headers({ "content-type": "application/json" }),
+          body: JSON.stringify(call.body),
+          signal,
+        });
+        if (!response.ok) return estimate;
+        call = call.read(await response.json());
+      }
+    } catch {
+      return estimate;
+    }
+    return call === undefined ? estimate : { tokens: call, exact: true };
+  }
+}

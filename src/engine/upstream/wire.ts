@@ -1,0 +1,192 @@
+// The wire to upstream chat-completion engines: the body Hearth sends each dialect, their errors, their model lists.
+import type { UpstreamKindSetting } from "../../config/schema.js";
+import type { ChatMessage, GenerationRequest, OutputRequest, ToolChoice } from "../types.js";
+import { isRecord } from "./upstream-error.js";
+
+export { UpstreamStreamDecoder, type UpstreamStreamDecoderOptions } from "./stream-decoder.js";
+export {
+  UpstreamError,
+  UpstreamProtocolError,
+  upstreamErrorFromFrame,
+  upstreamErrorFromResponse,
+} from "./upstream-error.js";
+
+/** An engine dialect, once known (`auto` is resolved from the endpoint's `/v1/models`). */
+export type UpstreamKind = Exclude<UpstreamKindSetting, "auto">;
+
+/** What a dialect accepts beyond OpenAI's own fields (a Hearth worker refuses any field it does not know). */
+export interface KindTraits {
+  /** `chat_template_kwargs` (enable_thinking): vLLM, SGLang, llama-server (`--jinja`), Hearth. */
+  templateKwargs: boolean;
+  /** `cache_salt` isolates the prefix cache per salt: vLLM's documented field; Hearth accepts it as vLLM does. */
+  cacheSalt: boolean;
+  /** `ignore_eos` (benchmarks): vLLM, SGLang and llama-server take it as an extra sampling field. */
+  ignoreEos: boolean;
+  /** Generates `n` > 1 choices (Ollama's OpenAI layer ignores `n` and answers one). */
+  multipleChoices: boolean;
+}
+
+export const KIND_TRAITS: Readonly<Record<UpstreamKind, Readonly<KindTraits>>> = Object.freeze({
+  vllm: Object.freeze({ templateKwargs: true, cacheSalt: true, ignoreEos: true, multipleChoices: true }),
+  // SGLang documents no per-tenant cache salt: its radix cache is shared, so routing keeps organizations apart.
+  sglang: Object.freeze({ templateKwargs: true, cacheSalt: false, ignoreEos: true, multipleChoices: true }),
+  "llama-server": Object.freeze({
+    templateKwargs: true,
+    cacheSalt: false,
+    ignoreEos: true,
+    multipleChoices: true,
+  }),
+  ollama: Object.freeze({
+    templateKwargs: false,
+    cacheSalt: false,
+    ignoreEos: false,
+    multipleChoices: false,
+  }),
+  hearth: Object.freeze({ templateKwargs: true, cacheSalt: true, ignoreEos: false, multipleChoices: true }),
+  openai: Object.freeze({ templateKwargs: false, cacheSalt: false, ignoreEos: false, multipleChoices: true }),
+});
+
+export interface UpstreamRequestBodyOptions {
+  /** The name the endpoint serves. */
+  model: string;
+  kind: UpstreamKind;
+  /** The organization's prefix-cache scope, sent where the engine isolates its cache by salt. */
+  cacheSalt: string;
+}
+
+/**
+ * The body Hearth sends upstream for one request: always streamed with usage (so usage is exact), every validated
+ * field forwarded, and only the fields `kind` accepts.
+ */
+export function upstreamRequestBody(
+  request: GenerationRequest,
+  options: UpstreamRequestBodyOptions,
+): Record<string, unknown> {
+  const traits = KIND_TRAITS[options.kind];
+  const { sampling } = request;
+  const body: Record<string, unknown> = {
+    model: options.model,
+    messages: request.messages.map(wireMessage),
+    stream: true,
+    stream_options: { include_usage: true },
+    temperature: sampling.temperature,
+    top_p: sampling.topP,
+    frequency_penalty: sampling.frequencyPenalty,
+    presence_penalty: sampling.presencePenalty,
+    seed: sampling.seed,
+  };
+  // n = 1 is every engine's default; leaving it out keeps engines without `n` (Ollama) on their one path.
+  if (request.n !== 1) body.n = request.n;
+  // `max_tokens`, not `max_completion_tokens`: every dialect here accepts it (OpenAI still does for chat models).
+  if (sampling.maxTokens !== undefined) body.max_tokens = sampling.maxTokens;
+  if (sampling.stop.length > 0) body.stop = sampling.stop;
+  if (sampling.ignoreEos === true && traits.ignoreEos) body.ignore_eos = true;
+  // Sent when false too: some templates (Qwen3) think unless told not to, and Hearth's default is off.
+  if (traits.templateKwargs) body.chat_template_kwargs = { enable_thinking: request.enableThinking };
+  if (traits.cacheSalt && options.cacheSalt !== "") body.cache_salt = options.cacheSalt;
+  if (request.output !== undefined) Object.assign(body, outputFields(request.output));
+  return body;
+}
+
+function wireMessage(message: ChatMessage): Record<string, unknown> {
+  const out: Record<string, unknown> = { role: message.role };
+  const calls = message.toolCalls ?? [];
+  // OpenAI's form of an assistant turn that only called tools: content null beside the calls.
+  out.content =
+    message.role === "assistant" && calls.length > 0 && message.content === "" ? null : message.content;
+  // A tool message has no `name` in OpenAI's schema (and a Hearth worker refuses one there).
+  if (message.name !== undefined && message.role !== "tool") out.name = message.name;
+  if (message.role === "tool" && message.toolCallId !== undefined) out.tool_call_id = message.toolCallId;
+  if (message.role === "assistant" && calls.length > 0) {
+    out.tool_calls = calls.map((call) => ({
+      id: call.id,
+      type: "function",
+      function: { name: call.name, arguments: call.arguments },
+    }));
+  }
+  return out;
+}
+
+/** response_format with the raw schema the client sent; tools only when there are some (else they are refused). */
+function outputFields(output: OutputRequest): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  const { format } = output;
+  if (format.type === "json_object") fields.response_format = { type: "json_object" };
+  if (format.type === "json_schema") {
+    fields.response_format = {
+      type: "json_schema",
+      json_schema: { name: format.name, schema: format.schema },
+    };
+  }
+  if (output.tools.length > 0) {
+    fields.tools = output.tools.map((tool) => {
+      const fn: Record<string, unknown> = { name: tool.name };
+      if (tool.description !== undefined) fn.description = tool.description;
+      if (tool.parameters !== undefined) fn.parameters = tool.parameters;
+      return { type: "function", function: fn };
+    });
+    fields.tool_choice = wireToolChoice(output.toolChoice);
+    fields.parallel_tool_calls = output.parallelToolCalls;
+  }
+  return fields;
+}
+
+function wireToolChoice(choice: ToolChoice): unknown {
+  return typeof choice === "string" ? choice : { type: "function", function: { name: choice.name } };
+}
+
+export interface ModelsInfo {
+  /** The endpoint serves `model` (its id or one of its aliases). */
+  present: boolean;
+  /** Tokens per sequence, when the endpoint says. */
+  contextSize: number | undefined;
+  /** The dialect, as far as the list tells it; undefined when the body is not a model list. */
+  kind: UpstreamKind | undefined;
+}
+
+/**
+ * What an endpoint serves, from its GET /v1/models body. The kind comes from `owned_by` (vLLM "vllm", SGLang
+ * "sglang", llama-server "llamacpp", Hearth "hearth", Ollama "library" or a namespace with a `name:tag` id); any
+ * other list is plain OpenAI, the dialect that sends no extra field. The context size: vLLM/SGLang
+ * `max_model_len`, Hearth `context_length`, llama-server `meta.n_ctx` (a slot's context), else `meta.n_ctx_train`
+ * (older builds; the model's trained length, an upper bound the config's `contextSize` should narrow).
+ */
+export function readModelsResponse(body: unknown, model: string): ModelsInfo {
+  const data = isRecord(body) && Array.isArray(body.data) ? body.data.filter(isRecord) : undefined;
+  if (data === undefined) return { present: false, contextSize: undefined, kind: undefined };
+  const entry = data.find(
+    (item) => item.id === model || (Array.isArray(item.aliases) && item.aliases.includes(model)),
+  );
+  const described = entry ?? data[0];
+  return {
+    present: entry !== undefined,
+    contextSize: entry === undefined ? undefined : contextSizeOf(entry),
+    kind: described === undefined ? undefined : kindOf(described),
+  };
+}
+
+function kindOf(entry: Record<string, unknown>): UpstreamKind {
+  const owner = typeof entry.owned_by === "string" ? entry.owned_by.toLowerCase() : "";
+  if (owner === "vllm") return "vllm";
+  if (owner === "sglang") return "sglang";
+  if (owner === "llamacpp" || (isRecord(entry.meta) && "n_ctx_train" in entry.meta)) return "llama-server";
+  if (owner === "hearth") return "hearth";
+  if (owner === "ollama" || owner === "library") return "ollama";
+  if (
+    typeof entry.id === "string" &&
+    /^[^\s:]+:[\w.-]+$/.test(entry.id) &&
+    owner !== "openai" &&
+    owner !== "system"
+  ) {
+    return "ollama";
+  }
+  return "openai";
+}
+
+function contextSizeOf(entry: Record<string, unknown>): number | undefined {
+  const meta = isRecord(entry.meta) ? entry.meta : {};
+  for (const value of [entry.max_model_len, entry.context_length, meta.n_ctx, meta.n_ctx_train]) {
+    if (typeof value === "number" && Number.isInteger(value) && value > 0) return value;
+  }
+  return undefined;
+}
