@@ -11,6 +11,7 @@ import { UpstreamEngine } from "./engine/upstream/upstream-engine.js";
 import { ensureModelFile } from "./models/fetch.js";
 import { createProgressReporter } from "./models/progress.js";
 import { createLogger, type Logger } from "./observability/logger.js";
+import type { Metrics } from "./observability/metrics.js";
 import { DEFAULT_OWNER_EMAIL } from "./tenancy/bootstrap.js";
 
 export interface RunningServer {
@@ -44,10 +45,16 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
             ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
           onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
         });
+  // The metrics exist once the services do; the upstream engine reports first tokens to them from then on.
+  let metrics: Metrics | undefined;
   const upstream =
     config.upstreamModels.length === 0
       ? undefined
-      : new UpstreamEngine({ models: config.upstreamModels, logger });
+      : new UpstreamEngine({
+          models: config.upstreamModels,
+          logger,
+          onFirstToken: (e) => metrics?.upstreamTimeToFirstToken(e.model, e.endpoint, e.seconds),
+        });
   const engine = new EngineRegistry(
     [llama, upstream].filter((e) => e !== undefined),
     config.modelIds,
@@ -55,7 +62,9 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   let draining = false;
   const graph = await buildServices(config, { engine, logger, draining: () => draining });
   const { services } = graph;
-  const modelIds = config.models.map((m) => m.id);
+  metrics = services.metrics;
+  // Every configured model, upstream ones included: the first org is granted all it may call.
+  const modelIds = config.modelIds;
   const firstKey = await services.tenancy.bootstrap(modelIds, { ownerEmail: DEFAULT_OWNER_EMAIL });
   if (firstKey !== null) {
     announce(

@@ -157,6 +157,10 @@ export interface EndpointHealth {
   healthy: boolean;
   /** Requests it is serving now. */
   inFlight: number;
+  /** Since start: attempts sent to it, attempts moved from it to another endpoint, and ejections. */
+  requests: number;
+  retries: number;
+  ejections: number;
   /** The last failure that ejected it, in words (no upstream internals beyond status and message). */
   lastError?: string;
 }

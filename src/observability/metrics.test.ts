@@ -106,6 +106,45 @@ describe("Metrics", () => {
     expect(value(samples, "hearth_sequences", { model: "m2" })).toBeUndefined();
   });
 
+  it("reads each upstream endpoint's state at every scrape, labelled by model and endpoint index only", async () => {
+    const endpoint = (url: string, healthy: boolean, inFlight: number, requests: number) => ({
+      url,
+      healthy,
+      inFlight,
+      requests,
+      retries: requests > 5 ? 2 : 0,
+      ejections: healthy ? 0 : 1,
+    });
+    let endpoints = [endpoint("http://gpu-1/v1", true, 3, 10), endpoint("http://gpu-2/v1", false, 0, 4)];
+    const metrics = new Metrics({
+      modelLoad: () => [],
+      health: () => [
+        { model: "fleet", ready: true, endpoints },
+        { model: "local", ready: true },
+      ],
+    });
+    metrics.upstreamTimeToFirstToken("fleet", 1, 0.2);
+    let { samples, types } = parse((await metrics.render()).body);
+    expect(types.get("hearth_upstream_in_flight")).toBe("gauge");
+    expect(types.get("hearth_upstream_requests_total")).toBe("counter");
+    expect(value(samples, "hearth_upstream_in_flight", { model: "fleet", endpoint: "0" })).toBe(3);
+    expect(value(samples, "hearth_upstream_healthy", { model: "fleet", endpoint: "0" })).toBe(1);
+    expect(value(samples, "hearth_upstream_healthy", { model: "fleet", endpoint: "1" })).toBe(0);
+    expect(value(samples, "hearth_upstream_requests_total", { model: "fleet", endpoint: "0" })).toBe(10);
+    expect(value(samples, "hearth_upstream_retries_total", { model: "fleet", endpoint: "0" })).toBe(2);
+    expect(value(samples, "hearth_upstream_ejections_total", { model: "fleet", endpoint: "1" })).toBe(1);
+    expect(
+      value(samples, "hearth_upstream_first_token_seconds_count", { model: "fleet", endpoint: "1" }),
+    ).toBe(1);
+    // Never a URL in a label.
+    expect(samples.some((s) => Object.values(s.labels).some((v) => v.includes("gpu-")))).toBe(false);
+    endpoints = [endpoint("http://gpu-1/v1", true, 0, 12), endpoint("http://gpu-2/v1", true, 1, 5)];
+    ({ samples } = parse((await metrics.render()).body));
+    expect(value(samples, "hearth_upstream_in_flight", { model: "fleet", endpoint: "0" })).toBe(0);
+    expect(value(samples, "hearth_upstream_requests_total", { model: "fleet", endpoint: "0" })).toBe(12);
+    expect(value(samples, "hearth_upstream_healthy", { model: "fleet", endpoint: "1" })).toBe(1);
+  });
+
   it("keeps instances apart, includes process metrics and the Prometheus content type", async () => {
     const a = new Metrics(fakeLoad([]));
     const b = new Metrics(fakeLoad([]));

@@ -1,10 +1,11 @@
 // Prometheus metrics (prom-client) for GET /metrics: requests, tokens, latencies, queue and sequence load.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { UsageCounts } from "../engine/types.js";
+import type { EndpointHealth, ModelHealth, UsageCounts } from "../engine/types.js";
 
-/** The load of one model's engine right now, for the queue-depth and busy-sequence gauges. */
+/** The engine as the gauges read it at scrape time: each model's load, and each upstream endpoint's state. */
 export interface ModelLoadSource {
   modelLoad(): { model: string; parallel: number; busySequences: number; queueDepth: number }[];
+  health?(): ModelHealth[];
 }
 
 /**
@@ -33,6 +34,7 @@ export class Metrics {
   private readonly interToken: Histogram<"model">;
   private readonly rateLimited: Counter;
   private readonly overloaded: Counter;
+  private readonly upstreamFirstToken: Histogram<"model" | "endpoint">;
 
   constructor(readonly load: ModelLoadSource) {
     const registers = [this.registry];
@@ -93,6 +95,80 @@ export class Metrics {
     loadGauge("hearth_queue_depth", "Requests waiting for a free sequence.", (l) => l.queueDepth);
     loadGauge("hearth_busy_sequences", "Sequences generating or prefilling.", (l) => l.busySequences);
     loadGauge("hearth_sequences", "Sequences (parallel slots) of the model's context.", (l) => l.parallel);
+
+    // Upstream endpoints, labelled by model and the endpoint's index in the config (bounded; never a URL or key).
+    const endpoints = () =>
+      (load.health?.() ?? []).flatMap((m) =>
+        (m.endpoints ?? []).map((e, i) => ({ labels: { model: m.model, endpoint: String(i) }, e })),
+      );
+    const endpointMetric = (
+      name: string,
+      help: string,
+      kind: "gauge" | "counter",
+      read: (e: EndpointHealth) => number,
+    ) => {
+      const options = { name, help, labelNames: ["model", "endpoint"] as const, registers };
+      if (kind === "gauge") {
+        new Gauge({
+          ...options,
+          collect() {
+            this.reset();
+            for (const { labels, e } of endpoints()) this.set(labels, read(e));
+          },
+        });
+        return;
+      }
+      new Counter({
+        ...options,
+        // The pool keeps the running totals; a scrape copies them.
+        collect() {
+          this.reset();
+          for (const { labels, e } of endpoints()) this.inc(labels, read(e));
+        },
+      });
+    };
+    endpointMetric(
+      "hearth_upstream_in_flight",
+      "Requests an upstream endpoint is serving.",
+      "gauge",
+      (e) => e.inFlight,
+    );
+    endpointMetric(
+      "hearth_upstream_healthy",
+      "1 while an upstream endpoint is admitted, 0 while ejected.",
+      "gauge",
+      (e) => (e.healthy ? 1 : 0),
+    );
+    endpointMetric(
+      "hearth_upstream_requests_total",
+      "Attempts sent to an upstream endpoint.",
+      "counter",
+      (e) => e.requests,
+    );
+    endpointMetric(
+      "hearth_upstream_retries_total",
+      "Attempts moved from an upstream endpoint to another before the first token.",
+      "counter",
+      (e) => e.retries,
+    );
+    endpointMetric(
+      "hearth_upstream_ejections_total",
+      "Times an upstream endpoint was ejected.",
+      "counter",
+      (e) => e.ejections,
+    );
+    this.upstreamFirstToken = new Histogram({
+      name: "hearth_upstream_first_token_seconds",
+      help: "Time from sending a request to an upstream endpoint to its first token.",
+      labelNames: ["model", "endpoint"],
+      buckets: TTFT_BUCKETS,
+      registers,
+    });
+  }
+
+  /** One upstream attempt's time to its first token (`endpoint` = the endpoint's index in the config). */
+  upstreamTimeToFirstToken(model: string, endpoint: number, seconds: number): void {
+    this.upstreamFirstToken.observe({ model: this.modelLabel(model), endpoint: String(endpoint) }, seconds);
   }
 
   /** One finished /v1/chat/completions response (any status); model is a configured id or "unknown". */

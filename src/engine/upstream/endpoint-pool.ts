@@ -60,6 +60,9 @@ export class Endpoint implements RoutableEndpoint {
       url: this.url,
       healthy: this.healthy,
       inFlight: this.inFlight,
+      requests: this.requests,
+      retries: this.retries,
+      ejections: this.ejections,
       ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
     };
   }

@@ -450,7 +450,11 @@ describe("UpstreamEngine", () => {
     const engine = await engineFor([withCredentials], { contextSize: 2048 });
     expect(engine.listModels()).toEqual([{ id: "fleet", contextSize: 2048, created: expect.any(Number) }]);
     expect(engine.health()).toEqual([
-      { model: "fleet", ready: true, endpoints: [{ url: good.url, healthy: true, inFlight: 0 }] },
+      {
+        model: "fleet",
+        ready: true,
+        endpoints: [{ url: good.url, healthy: true, inFlight: 0, requests: 0, retries: 0, ejections: 0 }],
+      },
     ]);
     const prepared = await engine.prepare({
       ...request("org-a"),
