@@ -124,6 +124,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       usage: services.usageQueries,
       limiter: services.limiter,
       models: () => services.engine.listModels(),
+      health: () => services.engine.health(),
       adminToken: services.adminToken,
       redis: services.redis,
       ...options.dashboard,

@@ -83,7 +83,8 @@ export async function buildServices(
   try {
     tenancy = createTenancy(store.db, {
       keySecret: loadOrCreateKeySecret(config),
-      modelIds: config.models.map((m) => m.id),
+      // Upstream models too: they are granted like embedded ones.
+      modelIds: config.modelIds,
       onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
       ...options.tenancy,
     });

@@ -55,6 +55,8 @@ export interface DashboardOptions {
   limiter?: DashboardDeps["limiter"];
   /** The configured models for the Models page and the operator view (services.engine.listModels). */
   models?: DashboardDeps["models"];
+  /** Each model's health for the operator view (services.engine.health). */
+  health?: DashboardDeps["health"];
   /** The admin token: opens the operator view at <base>/operator; absent, the view is off. */
   adminToken?: string | undefined;
   /** Wrong admin tokens at the operator sign-in (default: OPERATOR_THROTTLE_RULES, like `throttle`). */
@@ -96,6 +98,7 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
     usage: options.usage,
     limiter: options.limiter,
     models: options.models,
+    health: options.health,
     adminToken: options.adminToken,
     operatorThrottle:
       options.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, options.redis),

@@ -341,6 +341,43 @@ describe("operator sign-in", () => {
   });
 });
 
+describe("operator fleet view", () => {
+  it("shows each upstream endpoint serving or ejected with why, and says when a model cannot serve", async () => {
+    const endpoint = { inFlight: 0, requests: 0, retries: 0, ejections: 0 };
+    harness.engine.setHealth([
+      { model: "tiny", ready: true },
+      {
+        model: "fleet-a",
+        ready: true,
+        endpoints: [
+          { ...endpoint, url: "http://gpu-1:8000/v1", healthy: true, inFlight: 3 },
+          { ...endpoint, url: "http://gpu-2:8000/v1", healthy: false, lastError: "connection refused" },
+        ],
+      },
+      {
+        model: "fleet-b",
+        ready: false,
+        detail: "no healthy endpoint (status 503)",
+        endpoints: [{ ...endpoint, url: "http://gpu-3:8000/v1", healthy: false, lastError: "status 503" }],
+      },
+    ]);
+    try {
+      const page = await pageText(await (await operator()).get("/dashboard/operator"));
+      expect(page).toContain('<h2 id="fleet">Fleet</h2>');
+      expect(page).toMatch(/fleet-a<\/td><td>http:\/\/gpu-1:8000\/v1<\/td><td>Serving<\/td><td>3</);
+      expect(page).toMatch(
+        /fleet-a<\/td><td>http:\/\/gpu-2:8000\/v1<\/td><td>Ejected: connection refused<\/td>/,
+      );
+      expect(page).toContain("fleet-b cannot serve now: no healthy endpoint (status 503).");
+      harness.engine.setHealth(undefined);
+      // Without upstream models there is no fleet section.
+      expect(await pageText(await (await operator()).get("/dashboard/operator"))).not.toContain("Fleet</h2>");
+    } finally {
+      harness.engine.setHealth(undefined);
+    }
+  });
+});
+
 describe("operator changes", () => {
   it("lists every org with its models and limits", async () => {
     const page = await pageText(await (await operator()).get("/dashboard/operator"));

@@ -7,7 +7,7 @@
 // `requireOwner(c)`.
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import type { ModelInfo } from "../engine/types.js";
+import type { ModelHealth, ModelInfo } from "../engine/types.js";
 import type { RateLimiter } from "../limits/types.js";
 import type { SessionPolicy } from "../tenancy/sessions.js";
 import type { Tenancy } from "../tenancy/tenancy.js";
@@ -59,6 +59,8 @@ export interface DashboardDeps {
   limiter?: Pick<RateLimiter, "snapshot"> | undefined;
   /** The configured models (Models page, operator view). */
   models?: (() => readonly ModelInfo[]) | undefined;
+  /** Each model's health and its upstream endpoints' (the operator view's fleet section). */
+  health?: (() => readonly ModelHealth[]) | undefined;
   /** Opens the operator view (operator/); absent: the view is off. */
   adminToken?: string | undefined;
   /** Failed operator sign-ins (wrong admin tokens). */

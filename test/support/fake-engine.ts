@@ -17,8 +17,8 @@ import type {
   Generation,
   GenerationEvent,
   GenerationRequest,
-  ModelInfo,
   ModelHealth,
+  ModelInfo,
   ModelLoad,
   PreparedRequest,
   UsageCounts,
@@ -173,6 +173,7 @@ interface FakeModel {
 }
 
 export class FakeEngine implements Engine {
+  private healthOverride: ModelHealth[] | undefined;
   /** Every request `prepare` accepted, in order: what the service asked for (seed, cacheScope, output…). */
   readonly requests: GenerationRequest[] = [];
   private readonly models: Map<string, FakeModel>;
@@ -235,7 +236,13 @@ export class FakeEngine implements Engine {
     return this.ready;
   }
 
+  /** Reports `health` instead of the models' own (an upstream fleet's endpoints, for pages and /health). */
+  setHealth(health: ModelHealth[] | undefined): void {
+    this.healthOverride = health;
+  }
+
   health(): ModelHealth[] {
+    if (this.healthOverride !== undefined) return this.healthOverride;
     return this.listModels().map((m) =>
       this.ready ? { model: m.id, ready: true } : { model: m.id, ready: false, detail: "loading" },
     );

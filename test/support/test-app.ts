@@ -149,12 +149,15 @@ function testConfig<E extends Engine>(backend: Backend, options: TestAppOptions<
       HEARTH_MODELS_DIR: process.env.HEARTH_MODELS_DIR ?? "",
     },
   });
+  const models = (options.models ?? [{ id: FAKE_MODEL }]).map((m) =>
+    modelConfigSchema.parse({ source: `/nonexistent/${m.id}.gguf`, ...m }),
+  );
   return {
     ...base,
     server: { ...base.server, ...options.server },
-    models: (options.models ?? [{ id: FAKE_MODEL }]).map((m) =>
-      modelConfigSchema.parse({ source: `/nonexistent/${m.id}.gguf`, ...m }),
-    ),
+    models,
+    upstreamModels: [],
+    modelIds: models.map((m) => m.id),
     databaseUrl: backend.options.databaseUrl,
     redisUrl: options.redisUrl,
     adminToken: options.adminToken === null ? undefined : (options.adminToken ?? TEST_ADMIN_TOKEN),

@@ -2,11 +2,12 @@
 // models, set RPM/TPM. Every change goes through `tenancy.orgs` as the actor "admin", so the audit log has it.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { ModelHealth } from "../../engine/types.js";
 import { domainApiError } from "../../errors/domain-errors.js";
 import { ADMIN_ACTOR } from "../../tenancy/audit.js";
 import type { Org } from "../../tenancy/types.js";
 import { formatNumber } from "../chart.js";
-import { formatDate, MessageNotice, type PageMessage } from "../layout.js";
+import { formatDate, MessageNotice, Notice, type PageMessage } from "../layout.js";
 import type { DashboardDeps } from "../session.js";
 import { OperatorForm, operatorPage } from "./frame.js";
 import { type OperatorAuth, type OperatorEnv, operatorAuth, operatorPath } from "./operator-session.js";
@@ -153,6 +154,7 @@ async function orgsPage(
     <>
       <h1>Organizations</h1>
       <MessageNotice message={view.message} />
+      <FleetHealth health={deps.health?.() ?? []} />
       <CreateOrgForm auth={auth} configured={configured} form={view.form ?? EMPTY_FORM} />
       <h2>
         {orgs.length} organization{orgs.length === 1 ? "" : "s"}
@@ -163,6 +165,48 @@ async function orgsPage(
     </>,
   );
 }
+
+/** Models and, for upstream ones, each endpoint: serving or ejected, and what ejected it. Hidden without upstreams. */
+const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
+  const upstream = health.filter((h) => h.endpoints !== undefined);
+  if (upstream.length === 0) return null;
+  return (
+    <section class="card" aria-labelledby="fleet">
+      <h2 id="fleet">Fleet</h2>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Model</th>
+            <th scope="col">Endpoint</th>
+            <th scope="col">State</th>
+            <th scope="col">In flight</th>
+          </tr>
+        </thead>
+        <tbody>
+          {upstream.flatMap((model) =>
+            (model.endpoints ?? []).map((e) => (
+              <tr data-model={model.model} data-endpoint={e.url}>
+                <td>{model.model}</td>
+                <td>{e.url}</td>
+                <td>
+                  {e.healthy ? "Serving" : `Ejected${e.lastError === undefined ? "" : `: ${e.lastError}`}`}
+                </td>
+                <td>{e.inFlight}</td>
+              </tr>
+            )),
+          )}
+        </tbody>
+      </table>
+      {upstream
+        .filter((m) => !m.ready)
+        .map((m) => (
+          <Notice kind="error">
+            {m.model} cannot serve now: {m.detail ?? "no healthy endpoint"}.
+          </Notice>
+        ))}
+    </section>
+  );
+};
 
 const CreateOrgForm = ({
   auth,
