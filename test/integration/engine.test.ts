@@ -200,6 +200,28 @@ describe("llama engine on the real model", () => {
     expect(other.usage.cachedTokens).toBe(0);
   });
 
+  it("reuses a cached prefix only between requests with the same cache_salt", async () => {
+    const system = "You are a careful librarian who answers briefly. ".repeat(20);
+    const convo = (question: string, cacheSalt?: string) =>
+      request("", {
+        cacheScope: "org_salted",
+        ...(cacheSalt === undefined ? {} : { cacheSalt }),
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: question },
+        ],
+      });
+    expect(
+      (await collect(await generate(engine, convo("Name a book.", "tenant-1")))).usage.cachedTokens,
+    ).toBe(0);
+    const sameSalt = await collect(await generate(engine, convo("Name a poem.", "tenant-1")));
+    expect(sameSalt.usage.cachedTokens).toBeGreaterThan(100);
+    const otherSalt = await collect(await generate(engine, convo("Name a poem.", "tenant-2")));
+    expect(otherSalt.usage.cachedTokens).toBe(0);
+    const unsalted = await collect(await generate(engine, convo("Name a poem.")));
+    expect(unsalted.usage.cachedTokens).toBe(0);
+  });
+
   it("stops before a stop string and never emits it", async () => {
     const result = await collect(
       await generate(
