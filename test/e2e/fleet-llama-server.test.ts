@@ -1,0 +1,155 @@
+// A Hearth gateway in front of llama.cpp's own llama-server (a foreign engine with its own dialect: its finish
+// reason on a chunk of its own or with content, `timings`, per-slot context in `/v1/models`, a tokenize route),
+// driven through the official openai client.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultModelPath, type LlamaServer, startLlamaServer } from "../support/llama-server.js";
+import {
+  hearthCli,
+  openaiClient,
+  type ServerProcess,
+  startServerProcess,
+} from "../support/server-process.js";
+
+const MODEL = "fleet-llama";
+let upstream: LlamaServer;
+let gateway: ServerProcess;
+let client: OpenAI;
+let configDir: string;
+
+beforeAll(async () => {
+  upstream = await startLlamaServer({
+    modelPath: await defaultModelPath(),
+    parallel: 2,
+    contextSize: 4096,
+    alias: "smollm2-135m-instruct",
+  });
+  configDir = mkdtempSync(join(tmpdir(), "hearth-fleet-llama-"));
+  const config = join(configDir, "hearth.yaml");
+  writeFileSync(
+    config,
+    [
+      "models:",
+      `  - id: ${MODEL}`,
+      "    upstream:",
+      "      model: smollm2-135m-instruct",
+      "      endpoints:",
+      `        - url: ${upstream.baseUrl}`,
+      "      kind: auto",
+      "      maxInFlight: 2",
+      "      probeIntervalMs: 500",
+      "",
+    ].join("\n"),
+  );
+  gateway = await startServerProcess({ args: ["--config", config] });
+  client = openaiClient(gateway);
+}, 2_400_000);
+
+afterAll(async () => {
+  await gateway?.stop();
+  await upstream?.stop();
+  if (configDir !== undefined) rmSync(configDir, { recursive: true, force: true });
+});
+
+const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "Name three colours." }];
+
+describe("a Hearth gateway in front of llama-server", () => {
+  it("lists the model with the context llama-server reports per slot, and is healthy", async () => {
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual([MODEL]);
+    // -c 4096 shared by -np 2: llama-server's meta.n_ctx is each slot's 2048.
+    expect((models.data[0] as unknown as { context_length: number }).context_length).toBe(2048);
+    const health = (await (await fetch(`${gateway.url}/health`)).json()) as {
+      status: string;
+      models: { id: string; status: string; endpoints: { url: string; status: string }[] }[];
+    };
+    expect(health.status).toBe("ok");
+    expect(health.models).toMatchObject([
+      { id: MODEL, status: "ok", endpoints: [{ url: upstream.baseUrl, status: "ok" }] },
+    ]);
+  });
+
+  it("answers non-streamed in Hearth's own shape, with llama-server's exact usage", async () => {
+    const completion = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 12,
+      temperature: 0,
+    });
+    expect(completion.model).toBe(MODEL);
+    expect(completion.id).toMatch(/^chatcmpl-[A-Za-z0-9]{29}$/);
+    expect(completion.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    expect(["stop", "length"]).toContain(completion.choices[0]?.finish_reason);
+    // The same request straight to llama-server reports the same counts (temperature 0, same prompt).
+    const direct = (await (
+      await fetch(`${upstream.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "smollm2-135m-instruct", messages, max_tokens: 12, temperature: 0 }),
+      })
+    ).json()) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+      choices: { message: { content: string } }[];
+    };
+    expect(completion.usage?.prompt_tokens).toBe(direct.usage.prompt_tokens);
+    expect(completion.usage?.completion_tokens).toBe(direct.usage.completion_tokens);
+    expect(completion.choices[0]?.message.content).toBe(direct.choices[0]?.message.content);
+  });
+
+  it("streams with the finish reason in its own empty-delta chunk and the usage chunk only when asked", async () => {
+    const chunks: OpenAI.ChatCompletionChunk[] = [];
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 12,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const chunk of stream) chunks.push(chunk);
+    const finishes = chunks.filter((c) => c.choices[0]?.finish_reason);
+    expect(finishes).toHaveLength(1);
+    expect(finishes[0]?.choices[0]?.delta).toEqual({});
+    const usage = chunks.at(-1);
+    expect(usage?.choices).toEqual([]);
+    expect(usage?.usage?.completion_tokens).toBeGreaterThan(0);
+    expect(chunks.every((c) => c.model === MODEL && c.id === chunks[0]?.id)).toBe(true);
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    expect(text.length).toBeGreaterThan(0);
+
+    const plain = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 4,
+      stream: true,
+    });
+    const plainChunks: OpenAI.ChatCompletionChunk[] = [];
+    for await (const chunk of plain) plainChunks.push(chunk);
+    expect(plainChunks.some((c) => c.usage !== undefined && c.usage !== null)).toBe(false);
+  });
+
+  it("records the usage llama-server reported, for the gateway's organization", async () => {
+    const before = JSON.parse((await hearthCli(gateway, ["usage", "--org", "default", "--json"])).stdout) as {
+      completion_tokens: number;
+      requests: number;
+    };
+    const completion = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      max_tokens: 7,
+      temperature: 0,
+    });
+    let after = before;
+    for (let i = 0; i < 40 && after.requests === before.requests; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      after = JSON.parse(
+        (await hearthCli(gateway, ["usage", "--org", "default", "--json"])).stdout,
+      ) as typeof before;
+    }
+    expect(after.requests).toBe(before.requests + 1);
+    expect(after.completion_tokens - before.completion_tokens).toBe(completion.usage?.completion_tokens);
+  });
+});
