@@ -1,6 +1,6 @@
 // The benchmark's knobs, read once from the environment.
 
-export type Phase = "http" | "engine" | "decode" | "keys" | "grammar" | "overload" | "limits";
+export type Phase = "http" | "engine" | "decode" | "keys" | "grammar" | "overload" | "limits" | "fleet";
 
 export interface BenchOptions {
   /** Concurrency levels, ascending. */
@@ -19,7 +19,16 @@ export interface BenchOptions {
   model: string | undefined;
 }
 
-const PHASES: readonly Phase[] = ["http", "engine", "decode", "keys", "grammar", "overload", "limits"];
+const PHASES: readonly Phase[] = [
+  "http",
+  "engine",
+  "decode",
+  "keys",
+  "grammar",
+  "overload",
+  "limits",
+  "fleet",
+];
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];

@@ -10,6 +10,7 @@ import { ensureModelFile } from "../src/models/fetch.js";
 import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
 import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
 import { engineTarget } from "./engine-target.js";
+import { benchFleet } from "./fleet.js";
 import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
 import { benchKeyVerify } from "./key-verify.js";
@@ -253,6 +254,10 @@ async function main(): Promise<void> {
     log("overload: 503 latency");
     const overload = await benchOverload({ seconds: options.seconds, model: modelId });
     extra += `\n## Overload (refusal latency)\n\n${overload}\n`;
+  }
+  if (options.phases.includes("fleet")) {
+    log("fleet: a gateway over two workers");
+    extra += `\n## Fleet (a gateway over two workers)\n\n${await benchFleet({ seconds: options.seconds, model: modelId })}\n`;
   }
   process.stdout.write(`\n${renderMarkdown(report)}${extra}`);
   const written = await writeReport(report, RESULTS_DIR, extra);

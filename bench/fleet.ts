@@ -1,0 +1,227 @@
+// The fleet: a Hearth gateway in front of two `hearth serve` workers on this machine. What the gateway adds per
+// request (vs calling a worker directly), its aggregate throughput vs the two workers driven directly, and how
+// often prefix affinity lands an organization's shared system prompt on a warm cache.
+// `node --import tsx bench/fleet.ts` prints the section; bench/run.ts embeds it (phase `fleet`).
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { pathToFileURL } from "node:url";
+import { hearthCli, type ServerProcess, startServerProcess } from "../test/support/server-process.js";
+import { httpTarget } from "./http-target.js";
+import { percentile } from "./stats.js";
+import { runLevel } from "./workload.js";
+
+export interface FleetBenchOptions {
+  /** Sequences per worker. */
+  parallel?: number;
+  /** Seconds of each throughput run. */
+  seconds?: number;
+  /** Sequential requests per side for the added-latency measurement. */
+  latencyRequests?: number;
+  model?: string;
+}
+
+const COMPILED_CLI = join(import.meta.dirname, "..", "dist", "cli", "index.js");
+const FLEET_MODEL = "fleet-bench";
+
+interface Fleet {
+  workers: ServerProcess[];
+  gateway: ServerProcess;
+  stop(): Promise<void>;
+}
+
+async function startFleet(parallel: number, model: string): Promise<Fleet> {
+  const workers = await Promise.all(
+    [0, 1].map(() => startServerProcess({ args: ["--parallel", String(parallel), "--max-queue", "256"] })),
+  );
+  const dir = mkdtempSync(join(tmpdir(), "hearth-fleet-bench-"));
+  const config = join(dir, "hearth.yaml");
+  writeFileSync(
+    config,
+    [
+      "models:",
+      `  - id: ${FLEET_MODEL}`,
+      "    upstream:",
+      `      model: ${model}`,
+      "      endpoints:",
+      ...workers.flatMap((w, i) => [`        - url: ${w.url}/v1`, `          apiKeyEnv: WORKER${i}_KEY`]),
+      `      maxInFlight: ${parallel}`,
+      "      maxQueue: 256",
+      "      queueTimeoutMs: 120000",
+      "      firstTokenTimeoutMs: 120000",
+      "",
+    ].join("\n"),
+  );
+  const env = Object.fromEntries(workers.map((w, i) => [`WORKER${i}_KEY`, w.apiKey]));
+  const gateway = await startServerProcess({ env, args: ["--config", config] });
+  return {
+    workers,
+    gateway,
+    async stop() {
+      await gateway.stop();
+      await Promise.all(workers.map((w) => w.stop()));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+interface Usage {
+  prompt_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+}
+
+async function complete(url: string, apiKey: string, body: Record<string, unknown>): Promise<Usage> {
+  const response = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const json = (await response.json()) as { usage?: Usage; error?: { message: string } };
+  if (!response.ok || json.usage === undefined) {
+    throw new Error(`${url} answered ${response.status}: ${json.error?.message ?? "no usage"}`);
+  }
+  return json.usage;
+}
+
+/** One-token non-streamed requests, alternating direct and through the gateway: the gateway's own cost. */
+async function addedLatency(fleet: Fleet, model: string, count: number): Promise<string[]> {
+  const worker = fleet.workers[0] as ServerProcess;
+  const direct: number[] = [];
+  const viaGateway: number[] = [];
+  const body = (m: string) => ({
+    model: m,
+    messages: [{ role: "user", content: "Hi" }],
+    max_tokens: 1,
+    temperature: 0,
+  });
+  for (let i = 0; i < count; i++) {
+    let started = performance.now();
+    await complete(worker.url, worker.apiKey, body(model));
+    direct.push(performance.now() - started);
+    started = performance.now();
+    await complete(fleet.gateway.url, fleet.gateway.apiKey, body(FLEET_MODEL));
+    viaGateway.push(performance.now() - started);
+  }
+  const f = (values: number[], p: number) => percentile(values, p).toFixed(1);
+  const added = (p: number) => (percentile(viaGateway, p) - percentile(direct, p)).toFixed(1);
+  return [
+    `Added latency: ${count} one-token non-streamed requests each way, alternating, sequential; ms from send to the whole response.`,
+    "",
+    "| path | p50 | p99 |",
+    "| --- | ---: | ---: |",
+    `| worker directly | ${f(direct, 50)} | ${f(direct, 99)} |`,
+    `| through the gateway | ${f(viaGateway, 50)} | ${f(viaGateway, 99)} |`,
+    `| added by the gateway | ${added(50)} | ${added(99)} |`,
+    "",
+    `Target: added p50 < 2 ms — ${Number(added(50)) < 2 ? "PASS" : "MISS"}.`,
+  ];
+}
+
+/** Closed-loop streaming clients: two workers driven directly (half the clients each) vs the gateway (all). */
+async function throughput(fleet: Fleet, model: string, parallel: number, seconds: number, maxTokens: number) {
+  const clients = parallel * 2;
+  const direct = await Promise.all(
+    fleet.workers.map((w) =>
+      runLevel(httpTarget({ url: w.url, apiKey: w.apiKey, model, maxTokens }), parallel, {
+        kind: "seconds",
+        seconds,
+      }),
+    ),
+  );
+  const directTps = direct.reduce((sum, run) => sum + run.result.tokensPerSecond, 0);
+  const gateway = await runLevel(
+    httpTarget({ url: fleet.gateway.url, apiKey: fleet.gateway.apiKey, model: FLEET_MODEL, maxTokens }),
+    clients,
+    { kind: "seconds", seconds },
+  );
+  const ratio = gateway.result.tokensPerSecond / directTps;
+  return [
+    `Aggregate throughput: ${clients} closed-loop streaming clients, max_tokens ${maxTokens}, ${seconds} s each.`,
+    "",
+    "| driven | tok/s | TTFT p50 ms | ITL p50 ms |",
+    "| --- | ---: | ---: | ---: |",
+    ...direct.map(
+      (run, i) =>
+        `| worker ${i + 1} directly (${parallel} clients) | ${run.result.tokensPerSecond.toFixed(1)} | ${run.result.ttftP50.toFixed(0)} | ${run.result.itlP50.toFixed(1)} |`,
+    ),
+    `| sum of the two | ${directTps.toFixed(1)} | | |`,
+    `| gateway over both (${clients} clients) | ${gateway.result.tokensPerSecond.toFixed(1)} | ${gateway.result.ttftP50.toFixed(0)} | ${gateway.result.itlP50.toFixed(1)} |`,
+    "",
+    `Gateway ÷ sum: ${ratio.toFixed(3)} (target ≥ 0.95 — ${ratio >= 0.95 ? "PASS" : "MISS"}). On this machine the gateway ` +
+      "and both workers share the same cores, so the gateway's own CPU comes out of the workers' throughput.",
+  ];
+}
+
+/** Several organizations, each with its own long system prompt, asking different questions through the gateway. */
+async function affinity(fleet: Fleet): Promise<string[]> {
+  const orgs = ["acme", "globex", "initech"];
+  const keys: string[] = [];
+  for (const org of orgs) {
+    await hearthCli(fleet.gateway, ["orgs", "create", org, "--models", FLEET_MODEL]);
+    const { stdout } = await hearthCli(fleet.gateway, ["keys", "create", "--org", org]);
+    keys.push(stdout.trim().split("\n").at(-1) ?? "");
+  }
+  const questions = ["What do you sell?", "Who founded you?", "Where are you based?", "How big are you?"];
+  let prompt = 0;
+  let cached = 0;
+  let hits = 0;
+  let requests = 0;
+  for (let round = 0; round < questions.length; round++) {
+    await Promise.all(
+      orgs.map(async (org, i) => {
+        const system = `You are the assistant of ${org}. ${"Answer politely, briefly and only about the company. ".repeat(40)}`;
+        const usage = await complete(fleet.gateway.url, keys[i] as string, {
+          model: FLEET_MODEL,
+          messages: [
+            { role: "system", content: system },
+            { role: "user", content: questions[round] },
+          ],
+          max_tokens: 8,
+          temperature: 0,
+        });
+        // The first request of each organization cannot hit; the later ones should.
+        if (round === 0) return;
+        requests++;
+        prompt += usage.prompt_tokens;
+        const reused = usage.prompt_tokens_details?.cached_tokens ?? 0;
+        cached += reused;
+        if (reused > 0) hits++;
+      }),
+    );
+  }
+  return [
+    `Prefix affinity: ${orgs.length} organizations, each with its own ~600-token system prompt, ${questions.length} ` +
+      "questions each through the gateway (one organization's requests at a time per round, the organizations concurrently).",
+    "",
+    `After each organization's first request: ${hits} of ${requests} requests reused a cached prefix; cached_tokens ` +
+      `were ${((100 * cached) / Math.max(1, prompt)).toFixed(1)} % of their prompt tokens.`,
+  ];
+}
+
+/** Runs the fleet workloads on fresh processes and returns a Markdown section body. */
+export async function benchFleet(options: FleetBenchOptions = {}): Promise<string> {
+  const parallel = options.parallel ?? 4;
+  const seconds = options.seconds ?? 15;
+  const model = options.model ?? "smollm2-135m-instruct";
+  if (!existsSync(COMPILED_CLI)) throw new Error("dist/ is missing: run `npm run build` first.");
+  const fleet = await startFleet(parallel, model);
+  try {
+    const latency = await addedLatency(fleet, model, options.latencyRequests ?? 100);
+    const rate = await throughput(fleet, model, parallel, seconds, 32);
+    const prefix = await affinity(fleet);
+    return [...latency, "", ...rate, "", ...prefix].join("\n");
+  } finally {
+    await fleet.stop();
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  benchFleet().then(
+    (section) => process.stdout.write(`${section}\n`),
+    (err: unknown) => {
+      process.stderr.write(`fleet benchmark failed: ${String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
