@@ -3,7 +3,16 @@ import type { UpstreamKindSetting, UpstreamModelConfig } from "../../config/sche
 import type { Logger } from "../../observability/logger.js";
 import type { EndpointHealth } from "../types.js";
 import type { RoutableEndpoint } from "./routing.js";
+import { serverRoot } from "./tokenize.js";
 import { readModelsResponse, UpstreamError, type UpstreamKind, UpstreamProtocolError } from "./wire.js";
+
+/** Kinds whose `GET /health` (at the server root) is 200 only once the model can serve. */
+const READINESS_ROUTE_KINDS: ReadonlySet<UpstreamKind> = new Set([
+  "hearth",
+  "llama-server",
+  "vllm",
+  "sglang",
+]);
 
 /** First ejection's backoff; each later one doubles it up to MAX_BACKOFF_MS, a served request resets it. */
 export const BASE_BACKOFF_MS = 1_000;
@@ -250,6 +259,16 @@ export class EndpointPool {
       if (!info.present) throw new Error(`the endpoint does not serve ${served}`);
       if (info.contextSize !== undefined) endpoint.contextSize = info.contextSize;
       if (info.kind !== undefined) endpoint.kind = info.kind;
+      // Engines that list a model before it is loaded say so on /health (Hearth, llama-server: 503 while loading).
+      const kind = this.kindOf(endpoint);
+      if (kind !== undefined && READINESS_ROUTE_KINDS.has(kind)) {
+        const ready = await this.fetch(`${serverRoot(endpoint.url)}/health`, {
+          headers: endpoint.headers({ accept: "application/json" }),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        await ready.arrayBuffer();
+        if (!ready.ok) throw new Error(`not ready (health ${ready.status})`);
+      }
       if (this.stopped) return;
       if (!endpoint.healthy && Date.now() >= endpoint.ejectedUntil) {
         endpoint.healthy = true;

@@ -137,10 +137,16 @@ export async function callUpstream(
 /** Whether a failure says the endpoint itself is unwell (eject it), rather than busy or the request's fault. */
 function isEndpointFault(err: unknown): boolean {
   if (err instanceof EndpointEjectedError) return false;
+  // 429 and 503 are an engine saying it is busy (a Hearth worker's queue is full or timed out, vLLM's too): the
+  // request goes elsewhere, but the endpoint stays in. Ejecting it would let one busy answer take down the last
+  // healthy endpoint, and with it every request waiting at the gateway. A dead engine fails its probes instead.
+  if (err instanceof UpstreamError && BUSY_STATUSES.has(err.status)) return false;
   if (err instanceof UpstreamError) return err.status >= 500 || !err.retryable;
   // Connect errors, resets, protocol errors, first-token time-outs.
   return true;
 }
+
+const BUSY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
 /** POSTs the request and reads until the first delta or finish (or fails). */
 async function startStream(

@@ -31,6 +31,8 @@ interface Upstream {
   closed: Promise<void>[];
   /** Answers nothing at all, probes included (a stopped process). */
   frozen: boolean;
+  /** GET /health: 200 when true, 503 while false (a model still loading). */
+  ready: boolean;
   server: Server;
 }
 
@@ -118,8 +120,11 @@ async function completion(upstream: Upstream, req: IncomingMessage, res: ServerR
   }
 }
 
-/** `vllm`: the model list says vLLM with a 100-token context, and `POST /tokenize` counts 42 tokens. */
-async function startUpstream(mode: Mode, { vllm = false } = {}): Promise<Upstream> {
+/**
+ * `vllm`: the model list says vLLM with a 100-token context, and `POST /tokenize` counts 42 tokens. `hearth`: the
+ * model list says Hearth (whose /health is 503 while its models load).
+ */
+async function startUpstream(mode: Mode, { vllm = false, hearth = false } = {}): Promise<Upstream> {
   const upstream = {
     mode,
     completions: 0,
@@ -127,13 +132,23 @@ async function startUpstream(mode: Mode, { vllm = false } = {}): Promise<Upstrea
     bodies: [],
     closed: [],
     frozen: false,
+    ready: true,
   } as unknown as Upstream;
   upstream.server = createServer((req, res) => {
     if (upstream.frozen) return;
     if (req.method === "GET" && req.url === "/v1/models") {
       res.writeHead(200, { "content-type": "application/json" });
-      const entry = vllm ? { owned_by: "vllm", max_model_len: 100 } : { owned_by: "test" };
+      const entry = vllm
+        ? { owned_by: "vllm", max_model_len: 100 }
+        : hearth
+          ? { owned_by: "hearth", context_length: 2048 }
+          : { owned_by: "test" };
       res.end(JSON.stringify({ object: "list", data: [{ id: "smol", object: "model", ...entry }] }));
+      return;
+    }
+    if (req.method === "GET" && req.url === "/health") {
+      res.writeHead(upstream.ready ? 200 : 503, { "content-type": "application/json" });
+      res.end(JSON.stringify({ status: upstream.ready ? "ok" : "starting" }));
       return;
     }
     if (vllm && req.method === "POST" && req.url === "/tokenize") {
@@ -263,7 +278,7 @@ describe("UpstreamEngine", () => {
     expect(engine.modelLoad()).toEqual([{ model: "fleet", parallel: 4, busySequences: 0, queueDepth: 0 }]);
   });
 
-  for (const mode of ["close-before-first-byte", "503", "stall"] as const) {
+  for (const mode of ["close-before-first-byte", "stall"] as const) {
     it(`moves a request to a good endpoint when the chosen one fails before the first token (${mode})`, async () => {
       const bad = await startUpstream(mode);
       const good = await startUpstream("good");
@@ -313,14 +328,42 @@ describe("UpstreamEngine", () => {
     await stopped.closed[0];
   });
 
-  it("retries a 429 elsewhere without ejecting the busy endpoint", async () => {
-    const busy = await startUpstream("429");
-    const good = await startUpstream("good");
-    const engine = await engineFor([busy.url, good.url]);
-    const { error } = await run(engine, request(orgRoutedTo(engine, 0)));
-    expect(error).toBeUndefined();
-    expect(busy.completions).toBe(1);
-    expect(engine.health()[0]?.endpoints?.[0]?.healthy).toBe(true);
+  for (const mode of ["429", "503"] as const) {
+    it(`retries a busy answer (${mode}) elsewhere without ejecting the endpoint`, async () => {
+      const busy = await startUpstream(mode);
+      const good = await startUpstream("good");
+      const engine = await engineFor([busy.url, good.url]);
+      const { error } = await run(engine, request(orgRoutedTo(engine, 0)));
+      expect(error).toBeUndefined();
+      expect(busy.completions).toBe(1);
+      expect(good.completions).toBe(1);
+      expect(engine.health()[0]?.endpoints?.[0]?.healthy).toBe(true);
+    });
+  }
+
+  it("admits a Hearth endpoint only once its /health says its models are loaded", async () => {
+    const loading = await startUpstream("good", { hearth: true });
+    loading.ready = false;
+    const engine = await engineFor([loading.url], { kind: "auto", probeIntervalMs: 100 });
+    expect(engine.health()[0]).toMatchObject({ ready: false, endpoints: [{ healthy: false }] });
+    expect(engine.health()[0]?.endpoints?.[0]?.lastError).toMatch(/not ready \(health 503\)/);
+    await expect(run(engine, request("org-a"))).rejects.toBeInstanceOf(QueueFullError);
+    expect(loading.completions).toBe(0);
+    loading.ready = true;
+    const deadline = Date.now() + 5_000;
+    while (!engine.isReady() && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(engine.isReady()).toBe(true);
+    expect((await run(engine, request("org-a"))).error).toBeUndefined();
+  });
+
+  it("keeps the last endpoint in when it answers busy: the request gets a 503, later ones are served", async () => {
+    const busy = await startUpstream("503");
+    const engine = await engineFor([busy.url], { maxAttempts: 2 });
+    await expect(run(engine, request("org-a"))).rejects.toBeInstanceOf(QueueFullError);
+    expect(engine.health()[0]).toMatchObject({ ready: true, endpoints: [{ healthy: true }] });
+    busy.mode = "good";
+    expect((await run(engine, request("org-a"))).error).toBeUndefined();
   });
 
   it("does not retry an upstream 400: enqueue rejects with its UpstreamError", async () => {
