@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
+import { defaultModels } from "../src/config/schema.js";
 import { hearthCli, type ServerProcess, startServerProcess } from "../test/support/server-process.js";
 import { httpTarget } from "./http-target.js";
 import { percentile } from "./stats.js";
@@ -32,10 +33,19 @@ interface Fleet {
 }
 
 async function startFleet(parallel: number, model: string): Promise<Fleet> {
-  const workers = await Promise.all(
-    [0, 1].map(() => startServerProcess({ args: ["--parallel", String(parallel), "--max-queue", "256"] })),
-  );
   const dir = mkdtempSync(join(tmpdir(), "hearth-fleet-bench-"));
+  // One thread per worker: two workers with a thread per core each would fight over the cores of this machine
+  // (llama.cpp's threads wait for each other at every step), which measures oversubscription, not the gateway.
+  const embedded = defaultModels.find((m) => m.id === model);
+  if (embedded === undefined) throw new Error(`the fleet bench serves the default model, not ${model}`);
+  const workerConfig = join(dir, "worker.yaml");
+  // JSON is YAML.
+  writeFileSync(
+    workerConfig,
+    JSON.stringify({ models: [{ ...embedded, threads: 1, parallel, maxQueue: 256 }] }),
+  );
+  const workers: ServerProcess[] = [];
+  for (let i = 0; i < 2; i++) workers.push(await startServerProcess({ args: ["--config", workerConfig] }));
   const config = join(dir, "hearth.yaml");
   writeFileSync(
     config,
@@ -137,7 +147,8 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
   );
   const ratio = gateway.result.tokensPerSecond / directTps;
   return [
-    `Aggregate throughput: ${clients} closed-loop streaming clients, max_tokens ${maxTokens}, ${seconds} s each.`,
+    `Aggregate throughput: ${clients} closed-loop streaming clients, max_tokens ${maxTokens}, ${seconds} s each; ` +
+      `each worker \`--parallel ${parallel}\` on one thread.`,
     "",
     "| driven | tok/s | TTFT p50 ms | ITL p50 ms |",
     "| --- | ---: | ---: | ---: |",
