@@ -1,6 +1,7 @@
 // The engine in-process, without HTTP: the same requests the service gets, prepared and enqueued directly.
 import { generate } from "../src/engine/generate.js";
 import type { Engine } from "../src/engine/types.js";
+import { generationRequest, greedySampling } from "../test/support/generation-request.js";
 import { SEED, type StreamEvent, type Target } from "./workload.js";
 
 export function engineTarget(engine: Engine, model: string, maxTokens: number): Target {
@@ -13,23 +14,13 @@ async function* streamGeneration(
   maxTokens: number,
   prompt: string,
 ): AsyncGenerator<StreamEvent> {
-  const generation = await generate(engine, {
-    model,
+  // What the API makes of the HTTP phase's body (temperature 0, seed, max_tokens, defaults otherwise).
+  const request = generationRequest(model, {
     messages: [{ role: "user", content: prompt }],
-    enableThinking: false,
-    n: 1,
-    // What the API makes of the HTTP phase's body (temperature 0, seed, max_tokens, defaults otherwise).
-    sampling: {
-      temperature: 0,
-      topP: 1,
-      frequencyPenalty: 0,
-      presencePenalty: 0,
-      seed: SEED,
-      maxTokens,
-      stop: [],
-    },
+    sampling: greedySampling({ seed: SEED, maxTokens }),
     cacheScope: "bench",
   });
+  const generation = await generate(engine, request);
   for await (const event of generation.events) {
     if (event.type === "delta" && event.text.length > 0) yield { type: "text" };
     else if (event.type === "usage") yield { type: "done", completionTokens: event.usage.completionTokens };

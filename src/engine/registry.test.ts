@@ -1,27 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { FakeEngine } from "../../test/support/fake-engine.js";
+import { generationRequest, greedySampling } from "../../test/support/generation-request.js";
 import { UnknownModelError } from "./errors.js";
 import { generate } from "./generate.js";
 import { EngineRegistry } from "./registry.js";
 import type { GenerationEvent, GenerationRequest } from "./types.js";
 
 function request(model: string): GenerationRequest {
-  return {
-    model,
+  return generationRequest(model, {
     messages: [{ role: "user", content: "hi" }],
-    enableThinking: false,
-    n: 1,
-    sampling: {
-      temperature: 0,
-      topP: 1,
-      frequencyPenalty: 0,
-      presencePenalty: 0,
-      seed: 1,
-      maxTokens: 8,
-      stop: [],
-    },
+    sampling: greedySampling({ maxTokens: 8 }),
     cacheScope: "org_1",
-  };
+  });
 }
 
 async function text(events: AsyncIterable<GenerationEvent>): Promise<string> {

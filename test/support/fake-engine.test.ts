@@ -27,25 +27,10 @@ import {
   think,
   waitFor,
 } from "./fake-engine.js";
+import { generationRequest } from "./generation-request.js";
 
 function request(overrides: Partial<GenerationRequest> = {}): GenerationRequest {
-  return {
-    model: FAKE_MODEL,
-    messages: [{ role: "user", content: "Say hello." }],
-    enableThinking: false,
-    n: 1,
-    sampling: {
-      temperature: 0,
-      topP: 1,
-      frequencyPenalty: 0,
-      presencePenalty: 0,
-      seed: 1,
-      maxTokens: 16,
-      stop: [],
-    },
-    cacheScope: "org_a",
-    ...overrides,
-  };
+  return generationRequest(FAKE_MODEL, overrides);
 }
 
 async function collect(generation: Generation): Promise<GenerationEvent[]> {

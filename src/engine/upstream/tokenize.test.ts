@@ -1,5 +1,6 @@
 // Tokenize routes per dialect (request built, response read) and the prompt-token estimate.
 import { describe, expect, it } from "vitest";
+import { generationRequest, greedySampling } from "../../../test/support/generation-request.js";
 import type { ChatMessage, GenerationRequest, OutputRequest } from "../types.js";
 import {
   estimatePromptTokens,
@@ -9,25 +10,14 @@ import {
   tokenizeRequest,
 } from "./tokenize.js";
 
-const REQUEST: GenerationRequest = {
-  model: "fleet-smol",
+const REQUEST: GenerationRequest = generationRequest("fleet-smol", {
   messages: [
     { role: "system", content: "Be brief." },
     { role: "user", content: "Hi" },
   ],
-  enableThinking: false,
-  n: 1,
-  sampling: {
-    temperature: 1,
-    topP: 1,
-    frequencyPenalty: 0,
-    presencePenalty: 0,
-    seed: 1,
-    maxTokens: 16,
-    stop: [],
-  },
+  sampling: greedySampling({ temperature: 1 }),
   cacheScope: "org_A",
-};
+});
 
 const WIRE_MESSAGES = [
   { role: "system", content: "Be brief." },

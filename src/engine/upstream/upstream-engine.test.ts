@@ -3,6 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
+import { generationRequest } from "../../../test/support/generation-request.js";
 import type { UpstreamModelConfig } from "../../config/schema.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
 import { ContextOverflowError, QueueFullError, QueueTimeoutError, RequestAbortedError } from "../errors.js";
@@ -205,26 +206,14 @@ async function engineFor(urls: string[], extra: Partial<UpstreamModelConfig["ups
 }
 
 function request(org: string, signal?: AbortSignal): GenerationRequest {
-  return {
-    model: "fleet",
+  return generationRequest("fleet", {
     messages: [
       { role: "system", content: "You are terse." },
       { role: "user", content: "Say hello." },
     ],
-    enableThinking: false,
-    n: 1,
-    sampling: {
-      temperature: 0,
-      topP: 1,
-      frequencyPenalty: 0,
-      presencePenalty: 0,
-      seed: 1,
-      maxTokens: 16,
-      stop: [],
-    },
     cacheScope: org,
     ...(signal === undefined ? {} : { signal }),
-  };
+  });
 }
 
 /** An organization whose requests routing sends to endpoint `index` first. */
