@@ -53,14 +53,15 @@ export class RequestAbortedError extends Error {
   }
 }
 
-/** n is larger than the model's parallel sequences. */
+/** n is more than the model can generate at once: its parallel sequences, or what its upstream engine supports. */
 export class TooManyChoicesError extends Error {
   override name = "TooManyChoicesError";
   constructor(
     readonly n: number,
-    readonly parallel: number,
+    readonly max: number,
+    what = `this model's ${max} parallel sequences`,
   ) {
-    super(`n=${n} is more than this model's ${parallel} parallel sequences.`);
+    super(`n=${n} is more than ${what}.`);
   }
 }
 

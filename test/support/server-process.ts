@@ -32,6 +32,10 @@ export interface StartServerProcessOptions {
    * store that is already set up.
    */
   bootstrap?: boolean;
+  /** Node.js options before the script, e.g. `--cpu-prof` (which NODE_OPTIONS does not allow). */
+  nodeArgs?: string[];
+  /** Another build's `bin/hearth.js` (a before/after comparison); default this checkout's. */
+  bin?: string;
 }
 
 const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
@@ -43,10 +47,14 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
     cpSync(await pgliteTemplate(), join(dataDir, "pg"), { recursive: true });
   }
   const bootstrap = options.bootstrap ?? true;
-  const child = spawn(process.execPath, [BIN, "serve", "--port", "0", ...(options.args ?? [])], {
-    env: { ...process.env, HEARTH_DATA_DIR: dataDir, HEARTH_LOG_LEVEL: "info", ...options.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [...(options.nodeArgs ?? []), options.bin ?? BIN, "serve", "--port", "0", ...(options.args ?? [])],
+    {
+      env: { ...process.env, HEARTH_DATA_DIR: dataDir, HEARTH_LOG_LEVEL: "info", ...options.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   child.stdout?.on("data", (d: Buffer) => {
     output += d.toString();

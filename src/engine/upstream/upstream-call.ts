@@ -9,6 +9,7 @@ import type { Generation, GenerationEvent, PreparedRequest, UsageCounts } from "
 import { describeFailure, type Endpoint, EndpointEjectedError, type EndpointPool } from "./endpoint-pool.js";
 import type { EndpointSlots } from "./endpoint-slots.js";
 import { NoHealthyEndpointError } from "./endpoint-slots.js";
+import type { UpstreamPost, UpstreamResponse } from "./http-client.js";
 import {
   UpstreamError,
   UpstreamProtocolError,
@@ -42,7 +43,7 @@ export interface UpstreamCallContext {
   maxAttempts: number;
   /** Aborts every call (dispose). */
   engineSignal: AbortSignal;
-  fetch: typeof fetch;
+  post: UpstreamPost;
   logger: Logger | undefined;
   onFirstToken: ((event: FirstTokenEvent) => void) | undefined;
 }
@@ -64,7 +65,7 @@ export interface UpstreamCallRequest extends PreparedRequest {
 
 /** A stream that has produced its first events: the rest is relayed by `relay`. */
 interface StartedStream {
-  reader: ReadableStreamDefaultReader<Uint8Array>;
+  response: UpstreamResponse;
   decoder: UpstreamStreamDecoder;
   text: TextDecoder;
   first: GenerationEvent[];
@@ -168,20 +169,19 @@ async function startStream(
       kind,
       cacheSalt: upstreamCacheSalt(prepared.request),
     });
-    const response = await ctx.fetch(`${endpoint.url}/chat/completions`, {
-      method: "POST",
+    const response = await ctx.post(`${endpoint.url}/chat/completions`, {
       headers: endpoint.headers({ "content-type": "application/json", accept: "text/event-stream" }),
       body: JSON.stringify(body),
       signal,
     });
-    if (!response.ok) throw upstreamErrorFromResponse(response.status, await response.text());
-    if (response.body === null) throw new UpstreamProtocolError("the response has no body");
-    const reader = response.body.getReader();
+    if (response.status < 200 || response.status > 299) {
+      throw upstreamErrorFromResponse(response.status, await response.text());
+    }
     const decoder = new UpstreamStreamDecoder({ n: prepared.request.n });
     const text = new TextDecoder("utf-8");
     const first: GenerationEvent[] = [];
     while (!decoder.started) {
-      const { done, value } = await reader.read();
+      const { done, value } = await response.chunks.next();
       if (done) {
         first.push(...decoder.push(text.decode()), ...decoder.end());
         if (!decoder.started) throw new UpstreamProtocolError("the stream ended before its first token");
@@ -189,7 +189,7 @@ async function startStream(
       }
       first.push(...decoder.push(text.decode(value, { stream: true })));
     }
-    return { reader, decoder, text, first };
+    return { response, decoder, text, first };
   } catch (err) {
     // The time-out's or the ejection's reason, not the fetch's generic AbortError.
     const reason: unknown = controller.signal.reason;
@@ -215,7 +215,7 @@ async function relay(
   events: Channel<GenerationEvent>,
   signal: AbortSignal,
 ): Promise<void> {
-  const { reader, decoder, text } = stream;
+  const { response, decoder, text } = stream;
   // The decoder's own usage event is left out: ours, pushed last whatever happens, carries the same counts.
   const emit = (list: readonly GenerationEvent[]) => {
     for (const event of list) if (event.type !== "usage") events.push(event);
@@ -228,7 +228,7 @@ async function relay(
     };
   // The slot is free before the channel ends: whoever reads the end sees the endpoint's load without it.
   const end = (error?: unknown) => {
-    if (signal.aborted) reader.cancel().catch(() => undefined);
+    if (signal.aborted) response.discard();
     ctx.slots.release(endpoint);
     events.push({ type: "usage", usage: usage() });
     if (error === undefined) events.close();
@@ -237,7 +237,7 @@ async function relay(
   try {
     emit(stream.first);
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await response.chunks.next();
       if (done) break;
       emit(decoder.push(text.decode(value, { stream: true })));
     }

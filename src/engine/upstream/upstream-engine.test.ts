@@ -6,7 +6,13 @@ import { afterEach, describe, expect, it } from "vitest";
 import { generationRequest } from "../../../test/support/generation-request.js";
 import type { UpstreamModelConfig } from "../../config/schema.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
-import { ContextOverflowError, QueueFullError, QueueTimeoutError, RequestAbortedError } from "../errors.js";
+import {
+  ContextOverflowError,
+  QueueFullError,
+  QueueTimeoutError,
+  RequestAbortedError,
+  TooManyChoicesError,
+} from "../errors.js";
 import type { GenerationEvent, GenerationRequest } from "../types.js";
 import { affinityKey, chooseEndpoint } from "./routing.js";
 import { estimatePromptTokens } from "./tokenize.js";
@@ -525,6 +531,16 @@ describe("UpstreamEngine", () => {
     const prepared = await engine.prepare(request("org-a"));
     expect(prepared.promptTokens).toBe(estimatePromptTokens(request("org-a").messages));
     expect(prepared.maxTokensPerChoice).toBe(16);
+  });
+
+  it("refuses n > 1 before sending it to an engine that generates one choice (Ollama), and sends it elsewhere", async () => {
+    const worker = await startUpstream("good");
+    const ollama = await engineFor([worker.url], { kind: "ollama" });
+    const twoChoices = { ...request("org-a"), n: 2 };
+    await expect(ollama.prepare(twoChoices)).rejects.toBeInstanceOf(TooManyChoicesError);
+    await expect(ollama.prepare(request("org-a"))).resolves.toBeDefined();
+    const vllm = await engineFor([worker.url], { kind: "vllm" });
+    await expect(vllm.prepare(twoChoices)).resolves.toBeDefined();
   });
 
   it("drains: refuses new requests at once and resolves when the running ones have ended", async () => {

@@ -1,7 +1,7 @@
 // The Engine port on upstream OpenAI-compatible endpoints (vLLM, SGLang, llama-server, other Hearth nodes).
 import type { UpstreamModelConfig } from "../../config/schema.js";
 import type { Logger } from "../../observability/logger.js";
-import { ContextOverflowError, QueueFullError, UnknownModelError } from "../errors.js";
+import { ContextOverflowError, QueueFullError, TooManyChoicesError, UnknownModelError } from "../errors.js";
 import type {
   EndpointHealth,
   Engine,
@@ -14,9 +14,11 @@ import type {
 } from "../types.js";
 import { type Endpoint, EndpointPool } from "./endpoint-pool.js";
 import { EndpointSlots } from "./endpoint-slots.js";
+import { UpstreamHttpClient } from "./http-client.js";
 import { affinityKey, chooseEndpoint } from "./routing.js";
 import { estimatePromptTokens, type TokenizeCall, tokenizeRequest } from "./tokenize.js";
 import { callUpstream, type FirstTokenEvent, type UpstreamCallRequest } from "./upstream-call.js";
+import { KIND_TRAITS } from "./wire.js";
 
 /** Context size listed for a model whose config names none and whose endpoints did not report one yet. */
 export const DEFAULT_UPSTREAM_CONTEXT_SIZE = 4096;
@@ -25,6 +27,23 @@ export const DEFAULT_UPSTREAM_MAX_TOKENS = 4096;
 /** Longest wait for an endpoint's tokenize route before `prepare` falls back to the estimate. */
 export const TOKENIZE_TIMEOUT_MS = 1_000;
 
+/**
+ * n > 1 only where every endpoint's engine generates several choices: Ollama's OpenAI layer ignores `n` and would
+ * answer one choice to a client that asked for more, so such a request is refused (400 on `n`) before it is sent.
+ */
+function assertMultipleChoices(pool: EndpointPool, n: number): void {
+  for (const endpoint of pool.endpoints) {
+    const kind = pool.kindOf(endpoint);
+    if (kind !== undefined && !KIND_TRAITS[kind].multipleChoices) {
+      throw new TooManyChoicesError(
+        n,
+        1,
+        `the one choice its upstream engine (${kind}) generates per request`,
+      );
+    }
+  }
+}
+
 /** Each endpoint's URL (without credentials) and why it is out, for `/health` and the CLI. */
 function downReasons(endpoints: readonly EndpointHealth[]): string {
   return endpoints.map((e) => `${e.url}: ${e.lastError ?? "down"}`).join("; ");
@@ -32,7 +51,7 @@ function downReasons(endpoints: readonly EndpointHealth[]): string {
 
 export interface UpstreamEngineOptions {
   models: UpstreamModelConfig[];
-  /** Tests may pass their own; the global fetch otherwise. */
+  /** The probes' fetch: tests may pass their own; the global fetch otherwise. */
   fetch?: typeof fetch;
   logger?: Logger;
   /** Each request's time to its first token from the endpoint that served it (the metrics' histogram). */
@@ -61,19 +80,18 @@ export class UpstreamEngine implements Engine {
   private readonly models = new Map<string, UpstreamModel>();
   private readonly created = Math.floor(Date.now() / 1000);
   private readonly shutdown = new AbortController();
-  private readonly fetch: typeof fetch;
+  private readonly http = new UpstreamHttpClient();
   /** Requests taken by `enqueue` and not yet ended (queued, in attempts or streaming): what `drain` waits for. */
   private active = 0;
   private draining = false;
 
   constructor(private readonly options: UpstreamEngineOptions) {
-    this.fetch = options.fetch ?? globalThis.fetch;
     for (const config of options.models) {
       const { upstream } = config;
       let slots: EndpointSlots | undefined;
       const pool = new EndpointPool({
         config,
-        fetch: this.fetch,
+        ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
         ...(options.logger === undefined ? {} : { logger: options.logger }),
         onHealthChange: () => slots?.healthChanged(),
       });
@@ -123,6 +141,7 @@ export class UpstreamEngine implements Engine {
 
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     const model = this.model(request.model);
+    if (request.n > 1) assertMultipleChoices(model.pool, request.n);
     const key = affinityKey(request.cacheScope, request.messages);
     const counted = await this.countPrompt(model, request, key);
     const contextSize = model.pool.contextSize;
@@ -169,7 +188,7 @@ export class UpstreamEngine implements Engine {
         firstTokenTimeoutMs: upstream.firstTokenTimeoutMs,
         maxAttempts: upstream.maxAttempts,
         engineSignal: this.shutdown.signal,
-        fetch: this.fetch,
+        post: this.http.post,
         logger: this.options.logger,
         onFirstToken: this.options.onFirstToken,
       },
@@ -199,6 +218,7 @@ export class UpstreamEngine implements Engine {
       m.pool.stop();
       m.slots.dropAll(new QueueFullError(m.config.id));
     }
+    await this.http.close();
   }
 
   private model(id: string): UpstreamModel {
@@ -228,17 +248,20 @@ export class UpstreamEngine implements Engine {
       model: model.config.upstream.model,
       request,
     });
+    if (call === undefined) return estimate;
     const signal = AbortSignal.any([AbortSignal.timeout(TOKENIZE_TIMEOUT_MS), this.shutdown.signal]);
     try {
       // A route may take two calls (llama-server renders the template, then tokenizes).
       while (call !== undefined && typeof call !== "number") {
-        const response = await this.fetch(call.url, {
-          method: "POST",
+        const response = await this.http.post(call.url, {
           headers: endpoint.headers({ "content-type": "application/json" }),
           body: JSON.stringify(call.body),
           signal,
         });
-        if (!response.ok) return estimate;
+        if (response.status !== 200) {
+          response.discard();
+          return estimate;
+        }
         call = call.read(await response.json());
       }
     } catch {
