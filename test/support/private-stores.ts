@@ -2,7 +2,7 @@
 // (the shared servers must never be touched). PostgreSQL comes from /usr/lib/postgresql/*/bin; as root, it runs
 // as the `postgres` user (initdb refuses root).
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,7 +47,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const bin = postgresBin();
   const dir = mkdtempSync(join(tmpdir(), "hearth-private-pg-"));
   const asRoot = process.getuid?.() === 0;
-  if (asRoot) chownSync(dir, 101, 104);
+  if (asRoot) {
+    const ids = async (flag: string) => Number((await run("id", [flag, "postgres"])).stdout.trim());
+    chownSync(dir, await ids("-u"), await ids("-g"));
+  }
   const as = async (cmd: string, args: string[]) => {
     const full = join(bin, cmd);
     return asRoot ? run("runuser", ["-u", "postgres", "--", full, ...args]) : run(full, args);
@@ -70,17 +73,10 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   await start();
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   const pids = async (): Promise<number[]> => {
-    const { stdout } = await run("pgrep", ["-f", `-D ${data}`]).catch(() => ({ stdout: "" }));
-    const postmaster = stdout.trim().split("\n").filter(Boolean).map(Number);
-    const children = await Promise.all(
-      postmaster.map((pid) =>
-        run("pgrep", ["-P", String(pid)]).then(
-          ({ stdout: out }) => out.trim().split("\n").filter(Boolean).map(Number),
-          () => [],
-        ),
-      ),
-    );
-    return [...postmaster, ...children.flat()];
+    // The postmaster's pid is the first line of postmaster.pid; the backends are its children.
+    const postmaster = Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0]);
+    const { stdout } = await run("pgrep", ["-P", String(postmaster)]).catch(() => ({ stdout: "" }));
+    return [postmaster, ...stdout.trim().split("\n").filter(Boolean).map(Number)];
   };
   const signalAll = async (signal: NodeJS.Signals) => {
     for (const pid of await pids()) process.kill(pid, signal);
@@ -103,7 +99,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       }
     },
     async destroy() {
-      await signalAll("SIGCONT").catch(() => {});
+      if (existsSync(join(data, "postmaster.pid"))) await signalAll("SIGCONT").catch(() => {});
       await as("pg_ctl", ["-D", data, "-m", "immediate", "-w", "stop"]).catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
