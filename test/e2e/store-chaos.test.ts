@@ -110,6 +110,26 @@ function expectStoreUnavailable(outcome: Outcome): void {
   });
 }
 
+/**
+ * While the store is down: /health says 503 naming it, and a key the server never verified gets the clear 503
+ * each time it is tried, until `end` (performance.now()).
+ */
+async function refusedUntil(url: string, unseenKey: string, end: number): Promise<Outcome[]> {
+  await until(
+    "/health 503 naming the store",
+    () => health(url),
+    (h) => h.status === 503 && h.store === "unavailable",
+  );
+  const refused: Outcome[] = [];
+  while (performance.now() < end) {
+    const outcome = await chat(url, unseenKey, false);
+    expectStoreUnavailable(outcome);
+    refused.push(outcome);
+    await sleep(250);
+  }
+  return refused;
+}
+
 let postgres: PrivatePostgres | undefined;
 let redis: PrivateRedis | undefined;
 let server: ServerProcess | undefined;
@@ -166,20 +186,9 @@ describe("store chaos under load", () => {
     );
 
     // (a) PostgreSQL stopped for ~10 s.
-    const refused: Outcome[] = [];
     const stoppedAt = performance.now();
     await pgs.stopImmediately();
-    await until(
-      "/health 503 naming the store",
-      () => health(url),
-      (h) => h.status === 503 && h.store === "unavailable",
-    );
-    while (performance.now() - stoppedAt < 10_000) {
-      const outcome = await chat(url, unseenDuringStop, false);
-      expectStoreUnavailable(outcome);
-      refused.push(outcome);
-      await sleep(250);
-    }
+    const refused = await refusedUntil(url, unseenDuringStop, stoppedAt + 10_000);
     const okDuringStop = outcomes.filter((o) => o.whole).length;
     await pgs.start();
     const restartedAt = performance.now();
@@ -215,19 +224,9 @@ describe("store chaos under load", () => {
     // (c) PostgreSQL hung (SIGSTOP of every process) for ~5 s: answers stay bounded, never a hang.
     const hungAt = performance.now();
     await pgs.freeze();
-    const refusedWhileHung: Outcome[] = [];
+    let refusedWhileHung: Outcome[] = [];
     try {
-      await until(
-        "/health 503 while hung",
-        () => health(url),
-        (h) => h.status === 503 && h.store === "unavailable",
-      );
-      while (performance.now() - hungAt < 5000) {
-        const outcome = await chat(url, unseenDuringHang, false);
-        expectStoreUnavailable(outcome);
-        refusedWhileHung.push(outcome);
-        await sleep(250);
-      }
+      refusedWhileHung = await refusedUntil(url, unseenDuringHang, hungAt + 5000);
     } finally {
       await pgs.thaw();
     }
