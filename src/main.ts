@@ -3,7 +3,7 @@
 import { type ServerType, serve } from "@hono/node-server";
 import { createApp } from "./app/create-app.js";
 import { buildServices, type Services } from "./app/services.js";
-import type { HearthConfig } from "./config/schema.js";
+import { DEFAULT_SHUTDOWN_TIMEOUT_MS, type HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
 import { EngineRegistry } from "./engine/registry.js";
 import type { Engine } from "./engine/types.js";
@@ -20,9 +20,14 @@ export interface RunningServer {
   engine: Engine;
   /** Resolves once every model is loaded (rejects if loading failed). */
   engineReady: Promise<void>;
-  /** Stops accepting, lets running requests finish, then releases the engine and the store. */
-  shutdown(): Promise<void>;
+  /**
+   * Stops accepting, lets running requests finish, then releases the engine and the store. Bounded by
+   * server.shutdownTimeoutMs: past it, resolves "timed-out" (logged) with the work left behind.
+   */
+  shutdown(): Promise<ShutdownOutcome>;
 }
+
+export type ShutdownOutcome = "clean" | "timed-out";
 
 export interface StartOptions {
   logger?: Logger;
@@ -106,9 +111,11 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     (err: unknown) => logger.error({ err }, "model loading failed"),
   );
 
-  let closing: Promise<void> | undefined;
+  let closing: Promise<ShutdownOutcome> | undefined;
+  const timeoutMs = config.server.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
   const shutdown = () => {
-    closing ??= (async () => {
+    if (closing !== undefined) return closing;
+    const work = (async () => {
       logger.info("shutting down: draining running requests");
       // Still listening while running requests finish: new ones get a 503 they can retry elsewhere.
       draining = true;
@@ -121,7 +128,26 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       await closed;
       await graph.dispose(); // usage records and key uses are written before the store closes
     })();
+    // A stream that never ends or a store that hangs must not keep a stopping process alive: past the bound, the
+    // caller exits anyway.
+    closing = withDeadline(work, timeoutMs).then((finished) => {
+      if (finished) return "clean";
+      logger.error(
+        { timeoutMs },
+        `shutdown did not finish within ${timeoutMs} ms (server.shutdownTimeoutMs); exiting anyway`,
+      );
+      return "timed-out";
+    });
     return closing;
   };
   return { url, services, engine, engineReady, shutdown };
+}
+
+/** True when `work` settles within `ms`; false when the time ran out first. A rejection is passed on. */
+function withDeadline(work: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  return Promise.race([work.then(() => true), deadline]).finally(() => clearTimeout(timer));
 }

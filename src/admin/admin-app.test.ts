@@ -369,12 +369,14 @@ describe("audit", () => {
 });
 
 describe("usage", () => {
+  // Every request has its own id: the store keeps one record per request.
+  let requests = 0;
   const record = (orgId: string, at: string, overrides: Partial<UsageRecord> = {}): UsageRecord => ({
     at: new Date(at),
     orgId,
     keyId: "key_one",
     model: "tiny",
-    requestId: "req_x",
+    requestId: `req_${++requests}`,
     promptTokens: 10,
     completionTokens: 4,
     reasoningTokens: 1,

@@ -32,9 +32,10 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
 
   app.use("*", requestId(logger));
 
-  // 200 once the store is ready and every model can serve; the body names each model's state (and each upstream
-  // endpoint's), so an operator sees what is down. Endpoint URLs carry no credentials.
-  app.get("/health", (c) => {
+  // 200 once the store answers and every model can serve; the body names the store's and each model's state (and
+  // each upstream endpoint's), so an operator sees what is down. Endpoint URLs carry no credentials. The store
+  // ping is cached and bounded, so health checks can neither hammer nor hang on it.
+  app.get("/health", async (c) => {
     if (services.draining()) return c.json({ status: "draining" }, 503);
     const models = services.engine.health().map((h) => ({
       id: h.model,
@@ -50,10 +51,10 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
             })),
           }),
     }));
-    const store = services.storeReady();
+    const store = await services.storeReady();
     const ready = store && models.every((m) => m.status === "ok");
     const loading = models.some((m) => m.status === "loading");
-    const status = ready ? "ok" : !store || loading ? "starting" : "degraded";
+    const status = ready ? "ok" : loading ? "starting" : "degraded";
     return c.json({ status, store: store ? "ok" : "unavailable", models }, ready ? 200 : 503);
   });
 

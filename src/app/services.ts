@@ -6,7 +6,7 @@ import { loadOrCreateKeySecret } from "../auth/key-secret.js";
 import { Accounting } from "../completions/accounting.js";
 import { CompletionsService } from "../completions/completions-service.js";
 import { ModelAccess } from "../completions/model-access.js";
-import type { HearthConfig } from "../config/schema.js";
+import { type HearthConfig, STORE_CONFIG_DEFAULTS } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import type { RateLimiter } from "../limits/types.js";
@@ -14,6 +14,7 @@ import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { openStore, type Store, type StoreDb } from "../store/open-store.js";
 import { closeRedis, connectRedis } from "../store/redis.js";
+import { StoreStatus } from "../store/store-status.js";
 import { InvalidationBroadcast } from "../tenancy/invalidation-broadcast.js";
 import { createTenancy, type Tenancy, type TenancyOptions } from "../tenancy/tenancy.js";
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
@@ -41,8 +42,8 @@ export interface Services {
   modelAccess: ModelAccess;
   /** Chat completions from a validated request to a metered generation (access, prepare, limits, queue). */
   completions: CompletionsService;
-  /** True once the store is open and migrated. */
-  storeReady: () => boolean;
+  /** Whether the store answers (one ping, cached ~1 s and bounded by a timeout, shared by every caller). */
+  storeReady: () => Promise<boolean>;
   /** True once SIGTERM started the drain: /health answers 503 so balancers stop sending. */
   draining: () => boolean;
 }
@@ -53,7 +54,7 @@ export interface BuildServicesOptions {
   /** True once SIGTERM started the drain (default: never). */
   draining?: () => boolean;
   /** Tenancy settings tests change (clock, scrypt cost, cache TTL); the server keeps the defaults. */
-  tenancy?: Pick<TenancyOptions, "now" | "passwordParams" | "cacheTtlMs">;
+  tenancy?: Pick<TenancyOptions, "now" | "passwordParams" | "cacheTtlMs" | "staleIfErrorMs">;
 }
 
 /** The services and what they stand on, with one dispose for everything buildServices opened. */
@@ -77,7 +78,20 @@ export async function buildServices(
 ): Promise<ServiceGraph> {
   const { engine, logger } = options;
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const storeConfig = config.store ?? STORE_CONFIG_DEFAULTS;
+  const store = await openStore({
+    dataDir: config.dataDir,
+    databaseUrl: config.databaseUrl,
+    timeouts: storeConfig,
+  });
+  const storeStatus = new StoreStatus(() => store.ping(), {
+    cacheMs: storeConfig.healthCacheMs,
+    timeoutMs: storeConfig.healthTimeoutMs,
+    onChange: (up, err) =>
+      up
+        ? logger.info("the store answers again")
+        : logger.error({ err }, "the store is unavailable: serving recently verified keys only"),
+  });
   let tenancy: Tenancy;
   let services: Services;
   try {
@@ -86,6 +100,8 @@ export async function buildServices(
       // Upstream models too: they are granted like embedded ones.
       modelIds: config.modelIds,
       onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
+      storeStatus,
+      staleIfErrorMs: storeConfig.staleKeysMs,
       ...options.tenancy,
     });
     services = createServices({
@@ -95,9 +111,11 @@ export async function buildServices(
       db: store.db,
       adminToken: loadOrCreateAdminToken(config),
       logger,
+      storeReady: () => storeStatus.check(),
       ...(options.draining === undefined ? {} : { draining: options.draining }),
     });
   } catch (err) {
+    storeStatus.stop();
     await store.close();
     throw err;
   }
@@ -120,6 +138,7 @@ interface ServiceParts {
   db: StoreDb;
   adminToken: string;
   logger: Logger;
+  storeReady: () => Promise<boolean>;
   draining?: () => boolean;
 }
 
@@ -152,7 +171,7 @@ function createServices(parts: ServiceParts): Services {
     accounting,
     modelAccess,
     completions: new CompletionsService({ engine, access: modelAccess, limiter, accounting }),
-    storeReady: () => true,
+    storeReady: parts.storeReady,
     draining: parts.draining ?? (() => false),
   };
 }

@@ -329,9 +329,12 @@ describe("hearth usage", () => {
   beforeAll(async () => {
     const acme = await tenancy.orgs.getByName("acme");
     const meter = new PgUsageMeter(store.db, { onError: (err) => expect.fail(String(err)) });
-    const base = { orgId: acme?.id ?? "", requestId: "req_cli", reasoningTokens: 0, latencyMs: 9 };
+    const base = { orgId: acme?.id ?? "", reasoningTokens: 0, latencyMs: 9 };
+    // Every request has its own id: the store keeps one record per request.
+    let n = 0;
     meter.record({
       ...base,
+      requestId: `req_cli_${++n}`,
       at: new Date("2030-06-01T08:00:00Z"),
       keyId: "key_a",
       model: "tiny",
@@ -342,6 +345,7 @@ describe("hearth usage", () => {
     });
     meter.record({
       ...base,
+      requestId: `req_cli_${++n}`,
       at: new Date("2030-06-02T08:00:00Z"),
       keyId: "key_b",
       model: "small",

@@ -45,8 +45,9 @@ program
         const config = loadConfig({ configPath: program.opts().config, overrides: options });
         const server = await startServer(config);
         const stop = () => {
+          // A shutdown that ran out of time has logged why; the exit code says it was not clean.
           server.shutdown().then(
-            () => process.exit(0),
+            (outcome) => process.exit(outcome === "clean" ? 0 : 1),
             (err: unknown) => fail(err),
           );
         };

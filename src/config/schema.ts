@@ -167,6 +167,16 @@ export const serverConfigSchema = z
   .object({
     host: z.string().default("127.0.0.1"),
     port: z.number().int().min(0).max(65535).default(8000),
+    // Optional (default DEFAULT_SHUTDOWN_TIMEOUT_MS) so server configs built by hand need not name it.
+    shutdownTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .optional()
+      .describe(
+        "SIGTERM: drain and dispose within this time, else exit anyway (with a log line); default 25000",
+      ),
     maxBodyBytes: z
       .number()
       .int()
@@ -182,9 +192,67 @@ export const serverConfigSchema = z
   })
   .strict();
 
+/** PostgreSQL pool timeouts, the store health check, and serving verified keys while the store is down. */
+export const storeConfigSchema = z
+  .object({
+    connectTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(600_000)
+      .default(5000)
+      .describe("opening a connection or waiting for a free one in the pool"),
+    statementTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(10_000)
+      .describe("longest statement (server side); the client gives up a little later if the server hangs"),
+    idleTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(30_000)
+      .describe("idle pooled connections"),
+    healthCacheMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(60_000)
+      .default(1000)
+      .describe("how long /health reuses the store ping's answer"),
+    healthTimeoutMs: z
+      .number()
+      .int()
+      .min(50)
+      .max(60_000)
+      .default(2000)
+      .describe("a store ping slower than this counts as down"),
+    staleKeysMs: z
+      .number()
+      .int()
+      .min(0)
+      .max(86_400_000)
+      .default(300_000)
+      .describe("a key verified this recently keeps working while the store is down (0 = never)"),
+  })
+  .strict();
+
+export type StoreConfig = z.infer<typeof storeConfigSchema>;
+export const STORE_CONFIG_DEFAULTS: StoreConfig = Object.freeze(storeConfigSchema.parse({}));
+
+/**
+ * Under Kubernetes' default 30 s grace period, so the exit (and its log line) is Hearth's own rather than a
+ * SIGKILL; set it below your orchestrator's.
+ */
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
+
 export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
+    store: storeConfigSchema.default(STORE_CONFIG_DEFAULTS),
     models: z.array(modelEntrySchema).min(1).optional(),
   })
   .strict();
@@ -212,6 +280,8 @@ export interface HearthConfig {
   dataDir: string;
   /** PostgreSQL instead of the embedded PGlite store when set. */
   databaseUrl: string | undefined;
+  /** Pool timeouts, store health, stale keys; optional so configs built by hand need not name it. */
+  store?: StoreConfig | undefined;
   redisUrl: string | undefined;
   modelsDir: string;
   adminToken: string | undefined;

@@ -185,6 +185,31 @@ export class NotReadyError extends ApiError {
   }
 }
 
+/** How long a client should wait before retrying while the store is down (outages last seconds, not ms). */
+const STORE_RETRY_AFTER_SECONDS = 2;
+
+/**
+ * 503 while the store cannot be asked and the request needs it (an API key not verified recently). Nothing was
+ * done; the same request succeeds once the store is back.
+ */
+export class StoreUnavailableApiError extends ApiError {
+  constructor(cause?: unknown) {
+    super(
+      503,
+      "server_error",
+      "Hearth cannot check your API key right now because its database is unavailable; please retry shortly.",
+      {
+        code: "store_unavailable",
+        headers: {
+          "retry-after": String(STORE_RETRY_AFTER_SECONDS),
+          "retry-after-ms": String(STORE_RETRY_AFTER_SECONDS * 1000),
+        },
+        cause,
+      },
+    );
+  }
+}
+
 /** 500 with a generic message; details only in the log. */
 export class InternalServerError extends ApiError {
   constructor(cause?: unknown) {

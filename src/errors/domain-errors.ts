@@ -14,6 +14,7 @@ import {
 import { EndpointEjectedError } from "../engine/upstream/endpoint-pool.js";
 import { EngineDisposedError, FirstTokenTimeoutError } from "../engine/upstream/upstream-call.js";
 import { UpstreamError, UpstreamProtocolError } from "../engine/upstream/upstream-error.js";
+import { StoreUnavailableError } from "../store/store-status.js";
 import {
   AlreadyMemberError,
   DuplicateOrgError,
@@ -38,6 +39,7 @@ import {
   ModelNotFoundError,
   NotFoundError,
   NotReadyError,
+  StoreUnavailableApiError,
 } from "./api-error.js";
 
 /** What only the caller knows about a failure. */
@@ -93,6 +95,8 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
     const param = hints.param ?? "response_format";
     return new InvalidRequestError(`Invalid schema for '${param}': ${err.message} (${err.path})`, param);
   }
+  // The store: down or hung, and the request needed it (a key or grant not cached recently).
+  if (err instanceof StoreUnavailableError) return new StoreUnavailableApiError(err);
   // Tenancy.
   if (err instanceof OrgNotFoundError) return new NotFoundError(err.message, "org_not_found");
   if (err instanceof KeyNotFoundError) return new NotFoundError(err.message, "key_not_found");

@@ -31,6 +31,8 @@ export const ERROR_CODES = Object.freeze({
   server_error: 500,
   /** The engine's queue is full, the service is draining or still loading: retry after a short back-off. */
   engine_overloaded: 503,
+  /** The store (PostgreSQL) cannot be reached, so the API key could not be checked: retry after the back-off. */
+  store_unavailable: 503,
 } as const);
 
 export type ErrorCode = keyof typeof ERROR_CODES;

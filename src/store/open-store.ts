@@ -31,6 +31,45 @@ export interface OpenStoreOptions {
   databaseUrl?: string | undefined;
   /** Size of the PostgreSQL connection pool. */
   maxConnections?: number;
+  /** PostgreSQL only: without them a stopped or hung server holds every request that touches it. */
+  timeouts?: PoolTimeouts;
+}
+
+export interface PoolTimeouts {
+  /** Opening a connection, or waiting for a free pooled one. */
+  connectTimeoutMs: number;
+  /** statement_timeout on the server; the client gives up a little later (a hung server never answers). */
+  statementTimeoutMs: number;
+  /** Idle connections are closed after this. */
+  idleTimeoutMs: number;
+}
+
+export const DEFAULT_POOL_TIMEOUTS: PoolTimeouts = Object.freeze({
+  connectTimeoutMs: 5000,
+  statementTimeoutMs: 10_000,
+  idleTimeoutMs: 30_000,
+});
+
+/** How much longer than statement_timeout the client waits before it gives a query up itself. */
+const CLIENT_TIMEOUT_MARGIN_MS = 1000;
+
+/** The pg.Pool settings for these timeouts (exported for its test). */
+export function poolConfig(url: string, max: number, timeouts: PoolTimeouts): pg.PoolConfig {
+  return {
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: timeouts.connectTimeoutMs,
+    idleTimeoutMillis: timeouts.idleTimeoutMs,
+    // Sent at connect: the server cancels a runaway statement and an abandoned transaction.
+    statement_timeout: timeouts.statementTimeoutMs,
+    idle_in_transaction_session_timeout: timeouts.statementTimeoutMs * 2,
+    // A server that is stopped (SIGSTOP) or cut off never answers, so statement_timeout cannot fire: the client
+    // gives up itself, and the pool drops the connection.
+    query_timeout: timeouts.statementTimeoutMs + CLIENT_TIMEOUT_MARGIN_MS,
+    // Dead peers are noticed by the kernel instead of never.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+  };
 }
 
 // The same SQL migrations serve both drivers. src/store and dist/store are both two levels below the package root.
@@ -42,7 +81,11 @@ const MIGRATION_LOCK_ID = 7_424_011_853;
 export async function openStore(options: OpenStoreOptions): Promise<Store> {
   return options.databaseUrl === undefined
     ? openPglite(options.dataDir)
-    : openPostgres(options.databaseUrl, options.maxConnections ?? 10);
+    : openPostgres(
+        options.databaseUrl,
+        options.maxConnections ?? 10,
+        options.timeouts ?? DEFAULT_POOL_TIMEOUTS,
+      );
 }
 
 async function openPglite(dataDir: string): Promise<Store> {
@@ -60,9 +103,21 @@ async function openPglite(dataDir: string): Promise<Store> {
   }
 }
 
-async function openPostgres(url: string, max: number): Promise<Store> {
-  const pool = new pg.Pool({ connectionString: url, max });
+async function openPostgres(url: string, max: number, timeouts: PoolTimeouts): Promise<Store> {
+  await migratePostgres(url, timeouts.connectTimeoutMs);
+  const pool = new pg.Pool(poolConfig(url, max, timeouts));
   // An idle client that loses its connection emits "error"; without a listener that would crash the process.
+  pool.on("error", () => {});
+  return makeStore(drizzleNodePg({ client: pool, schema }), "postgres", () => pool.end());
+}
+
+/**
+ * Migrates on a connection of its own without the serving pool's statement timeouts: waiting for another
+ * replica's migration, or building an index on a large table, may rightly take longer than any request should.
+ */
+async function migratePostgres(url: string, connectTimeoutMs: number): Promise<void> {
+  // Two connections: one holds the lock, the migrator uses the other.
+  const pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: connectTimeoutMs });
   pool.on("error", () => {});
   try {
     const db = drizzleNodePg({ client: pool, schema });
@@ -74,10 +129,8 @@ async function openPostgres(url: string, max: number): Promise<Store> {
       await lock.query("select pg_advisory_unlock($1)", [MIGRATION_LOCK_ID]).catch(() => {});
       lock.release();
     }
-    return makeStore(db, "postgres", () => pool.end());
-  } catch (err) {
+  } finally {
     await pool.end().catch(() => {});
-    throw err;
   }
 }
 

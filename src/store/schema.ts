@@ -12,6 +12,7 @@ import {
   primaryKey,
   text,
   timestamp,
+  uniqueIndex,
 } from "drizzle-orm/pg-core";
 
 // Timestamps with time zone so PostgreSQL servers in any zone agree on instants.
@@ -130,6 +131,9 @@ export const usageRecords = pgTable(
   },
   (t) => [
     index("usage_records_org_at_idx").on(t.orgId, t.at),
+    // One record per request: a write whose answer was lost (the store stopped or hung after the commit) is
+    // retried by the meter, and the retry must not count the request twice.
+    uniqueIndex("usage_records_org_request_idx").on(t.orgId, t.requestId),
     check("usage_records_status_check", sql`${t.status} in ('completed', 'aborted', 'error')`),
   ],
 );

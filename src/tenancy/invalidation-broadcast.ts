@@ -31,6 +31,7 @@ export class InvalidationBroadcast {
   private readonly logger: Logger;
   private readonly channel: string;
   private readonly invalidation: Pick<CacheInvalidations, "invalidate" | "onInvalidation">;
+  private connectedBefore = false;
 
   /** Publishes this replica's changes and applies the other replicas' to `tenancy`. */
   constructor(tenancy: Pick<Tenancy, "invalidation">, options: InvalidationBroadcastOptions) {
@@ -42,6 +43,10 @@ export class InvalidationBroadcast {
     this.subscriber.on("error", (err: unknown) => this.logger.debug({ err }, "Redis subscriber error"));
     // Commands fail while disconnected (no offline queue), so (re)subscribe whenever the connection is ready.
     this.subscriber.on("ready", () => {
+      // Back after a lost connection: revocations sent meanwhile never arrived. Entries kept for stale-if-error
+      // could otherwise serve a key revoked elsewhere for minutes, so everything cached is read again.
+      if (this.connectedBefore) this.invalidation.invalidate({ kind: "all" });
+      this.connectedBefore = true;
       this.subscriber.subscribe(this.channel).catch((err: unknown) => {
         this.logger.warn(
           { err },

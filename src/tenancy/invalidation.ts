@@ -5,7 +5,11 @@
  * A change that stale cache entries must not outlive: a revoked key, or an org whose limits or grants changed.
  * Applied at once on the replica that made it, and sent to the others by a broadcast when one is wired.
  */
-export type CacheInvalidation = { kind: "key"; keyId: string } | { kind: "org"; orgId: string };
+export type CacheInvalidation =
+  | { kind: "key"; keyId: string }
+  | { kind: "org"; orgId: string }
+  /** Changes may have been missed (the broadcast was cut off): drop everything. Never sent to other replicas. */
+  | { kind: "all" };
 
 type InvalidationHandler = (event: CacheInvalidation) => void;
 

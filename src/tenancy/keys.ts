@@ -7,6 +7,7 @@ import type { Principal } from "../auth/principal.js";
 import { newId } from "../store/ids.js";
 import type { StoreDb } from "../store/open-store.js";
 import { type ApiKeyRow, apiKeys, organizations } from "../store/schema.js";
+import { type StoreStatus, StoreUnavailableError } from "../store/store-status.js";
 import { type Actor, ADMIN_ACTOR, writeAudit } from "./audit.js";
 import { KeyNotFoundError, TenancyValidationError } from "./errors.js";
 import type { CacheInvalidations } from "./invalidation.js";
@@ -20,8 +21,13 @@ const MAX_KEY_NAME_LENGTH = 128;
 export interface KeyServiceOptions {
   /** HMAC key for API keys (see auth/key-secret.ts). */
   keySecret: Uint8Array;
-  /** The verified-key cache's TTL and size: the delay before a change made elsewhere takes effect. */
+  /**
+   * The verified-key cache's TTL and size (the delay before a change made elsewhere takes effect), and how long
+   * a verified key keeps working while the store cannot be asked (staleMs).
+   */
   cache: TtlCacheOptions;
+  /** Whether the store answers: while it does not, known keys are served from the cache and others refused. */
+  store: StoreStatus;
   /** How key uses are coalesced before last_used_at is written. */
   lastUsed: LastUsedRecorderOptions;
   invalidation: CacheInvalidations;
@@ -39,6 +45,7 @@ export class KeyService {
   private readonly keyCache: TtlCache<string, CachedKey>;
   private readonly lastUsed: LastUsedRecorder;
   private readonly invalidation: CacheInvalidations;
+  private readonly store: StoreStatus;
   private readonly now: () => number;
 
   constructor(
@@ -46,14 +53,18 @@ export class KeyService {
     options: KeyServiceOptions,
   ) {
     this.keySecret = options.keySecret;
+    this.store = options.store;
     this.keyCache = new TtlCache(options.cache);
     this.lastUsed = new LastUsedRecorder(db, options.lastUsed);
     this.invalidation = options.invalidation;
     this.now = options.now;
-    // An org's events drop its keys too: cached principals carry the org's limits.
+    // An org's events drop its keys too: cached principals carry the org's limits. Every event also bumps the
+    // cache's generation, so a verification that read the key before the change is not cached (see verify).
     this.invalidation.addCache((event) => {
       if (event.kind === "key") this.keyCache.deleteWhere((entry) => entry.principal.keyId === event.keyId);
-      else this.keyCache.deleteWhere((entry) => entry.principal.orgId === event.orgId);
+      else if (event.kind === "org")
+        this.keyCache.deleteWhere((entry) => entry.principal.orgId === event.orgId);
+      else this.keyCache.clear();
     });
   }
 
@@ -122,32 +133,48 @@ export class KeyService {
     return this.withPendingUse(toKeyInfo(row.key, row.orgName));
   }
 
-  /** The principal of a valid key; null for malformed, unknown, revoked or expired keys (no reason given). */
+  /**
+   * The principal of a valid key; null for malformed, unknown, revoked or expired keys (no reason given). While
+   * the store cannot be asked, a key verified within the stale window is served as it was then, and any other
+   * key is a StoreUnavailableError (the caller answers 503: retry later).
+   */
   async verify(secret: string): Promise<Principal | null> {
     if (!isWellFormedApiKey(secret)) return null;
     const hash = hashApiKey(this.keySecret, secret);
     const now = this.now();
     const cached = this.keyCache.get(hash);
-    if (cached !== undefined) {
-      if (cached.keyExpiresAt !== null && cached.keyExpiresAt <= now) return null;
-      this.lastUsed.record(cached.principal.keyId, now);
-      return { ...cached.principal };
+    if (cached !== undefined) return this.use(cached, now);
+    const stale = this.keyCache.getStale(hash);
+    // Known down: answer at once rather than wait on the store per request (a background ping finds recovery).
+    if (!this.store.available) {
+      if (stale !== undefined) return this.use(stale, now);
+      throw new StoreUnavailableError("API keys cannot be checked: the store is unavailable");
     }
 
-    const rows = await this.db
-      .select({ key: apiKeys, orgName: organizations.name, rpm: organizations.rpm, tpm: organizations.tpm })
-      .from(apiKeys)
-      .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
-      .where(eq(apiKeys.hash, hash))
-      .limit(1);
+    // Taken before the read: a revocation that lands while the read is in flight must not be cached over.
+    const generation = this.keyCache.generation;
+    let rows: Awaited<ReturnType<KeyService["lookup"]>>;
+    try {
+      rows = await this.store.bounded(this.lookup(hash));
+    } catch (err) {
+      this.store.failed(err);
+      if (stale !== undefined) return this.use(stale, now);
+      throw new StoreUnavailableError("API keys cannot be checked: the store is unavailable", { cause: err });
+    }
     const row = rows[0];
     // The lookup is by hash, so equality holds; the constant-time check guards against a lookup that ever matches
     // loosely (collation, a changed index) without leaking timing.
-    if (row === undefined || !hashesEqual(row.key.hash, hash)) return null;
+    const valid =
+      row !== undefined &&
+      hashesEqual(row.key.hash, hash) &&
+      row.key.revokedAt === null &&
+      (row.key.expiresAt === null || row.key.expiresAt.getTime() > now);
+    if (!valid) {
+      // The store's answer wins over a stale entry (revoked elsewhere while a broadcast was lost).
+      if (stale !== undefined) this.keyCache.delete(hash);
+      return null;
+    }
     const { key } = row;
-    if (key.revokedAt !== null) return null;
-    if (key.expiresAt !== null && key.expiresAt.getTime() <= now) return null;
-
     const principal: Principal = {
       orgId: key.orgId,
       orgName: row.orgName,
@@ -155,9 +182,28 @@ export class KeyService {
       rpm: row.rpm,
       tpm: row.tpm,
     };
-    this.keyCache.set(hash, { principal, keyExpiresAt: key.expiresAt?.getTime() ?? null });
+    this.keyCache.setIfCurrent(generation, hash, {
+      principal,
+      keyExpiresAt: key.expiresAt?.getTime() ?? null,
+    });
     this.lastUsed.record(key.id, now);
     return { ...principal };
+  }
+
+  private async lookup(hash: string) {
+    return await this.db
+      .select({ key: apiKeys, orgName: organizations.name, rpm: organizations.rpm, tpm: organizations.tpm })
+      .from(apiKeys)
+      .innerJoin(organizations, eq(apiKeys.orgId, organizations.id))
+      .where(eq(apiKeys.hash, hash))
+      .limit(1);
+  }
+
+  /** A cached verification: still refused once the key has expired. */
+  private use(cached: CachedKey, now: number): Principal | null {
+    if (cached.keyExpiresAt !== null && cached.keyExpiresAt <= now) return null;
+    this.lastUsed.record(cached.principal.keyId, now);
+    return { ...cached.principal };
   }
 
   /** Inserts a key and its audit row in the caller's transaction (also the first-start bootstrap's). */

@@ -4,6 +4,7 @@ import { and, asc, eq } from "drizzle-orm";
 import { newId } from "../store/ids.js";
 import type { StoreDb } from "../store/open-store.js";
 import { modelGrants, organizations } from "../store/schema.js";
+import { type StoreStatus, StoreUnavailableError } from "../store/store-status.js";
 import { type Actor, ADMIN_ACTOR, writeAudit } from "./audit.js";
 import {
   DuplicateOrgError,
@@ -27,6 +28,8 @@ export interface OrgServiceOptions {
   modelIds: readonly string[];
   /** The grant cache's TTL and size: the delay before a change made elsewhere takes effect. */
   cache: TtlCacheOptions;
+  /** Whether the store answers: while it does not, grant sets read recently are served from the cache. */
+  store: StoreStatus;
   invalidation: CacheInvalidations;
   now: () => number;
 }
@@ -36,12 +39,14 @@ export class OrgService {
   private readonly knownModels: ReadonlySet<string>;
   private readonly grantCache: TtlCache<string, ReadonlySet<string>>;
   private readonly invalidation: CacheInvalidations;
+  private readonly store: StoreStatus;
   private readonly now: () => number;
 
   constructor(
     private readonly db: StoreDb,
     options: OrgServiceOptions,
   ) {
+    this.store = options.store;
     this.modelIds = [...options.modelIds];
     this.knownModels = new Set(options.modelIds);
     this.grantCache = new TtlCache(options.cache);
@@ -49,6 +54,7 @@ export class OrgService {
     this.now = options.now;
     this.invalidation.addCache((event) => {
       if (event.kind === "org") this.grantCache.delete(event.orgId);
+      else if (event.kind === "all") this.grantCache.clear();
     });
   }
 
@@ -154,15 +160,38 @@ export class OrgService {
     return toOrg(org, await grantedModels(this.db, org.id));
   }
 
-  /** Model ids the org may use (cached briefly: a grant or revocation elsewhere shows within the cache TTL). */
+  /**
+   * Model ids the org may use (cached briefly: a grant or revocation elsewhere shows within the cache TTL). While
+   * the store cannot be asked, a set read within the stale window is served (as verified keys are); without one,
+   * a StoreUnavailableError.
+   */
   async allowedModels(orgId: string): Promise<Set<string>> {
-    let models = this.grantCache.get(orgId);
-    if (models === undefined) {
-      models = new Set(await grantedModels(this.db, orgId));
-      this.grantCache.set(orgId, models);
-    }
     // A copy, so a caller cannot change what the next request sees.
-    return new Set(models);
+    return new Set(await this.grants(orgId));
+  }
+
+  private async grants(orgId: string): Promise<ReadonlySet<string>> {
+    const cached = this.grantCache.get(orgId);
+    if (cached !== undefined) return cached;
+    const stale = this.grantCache.getStale(orgId);
+    if (!this.store.available) {
+      if (stale !== undefined) return stale;
+      throw new StoreUnavailableError("model grants cannot be read: the store is unavailable");
+    }
+    // Taken before the read: a grant change that lands while it is in flight must not be cached over.
+    const generation = this.grantCache.generation;
+    let models: Set<string>;
+    try {
+      models = new Set(await this.store.bounded(grantedModels(this.db, orgId)));
+    } catch (err) {
+      this.store.failed(err);
+      if (stale !== undefined) return stale;
+      throw new StoreUnavailableError("model grants cannot be read: the store is unavailable", {
+        cause: err,
+      });
+    }
+    this.grantCache.setIfCurrent(generation, orgId, models);
+    return models;
   }
 
   /** Inserts an org with its grants and audit row in the caller's transaction (also the first-start bootstrap's). */

@@ -1,5 +1,7 @@
 // The tenancy services built once over the store: the typed bag that the server, admin API, dashboard and tests use.
+import { sql } from "drizzle-orm";
 import type { StoreDb } from "../store/open-store.js";
+import { StoreStatus } from "../store/store-status.js";
 import { AuditService } from "./audit.js";
 import { bootstrap } from "./bootstrap.js";
 import { CacheInvalidations } from "./invalidation.js";
@@ -19,6 +21,13 @@ export interface TenancyOptions {
   /** How long verified keys and grant sets are cached: the delay before a change made elsewhere takes effect. */
   cacheTtlMs?: number;
   cacheMaxEntries?: number;
+  /**
+   * How long a verified key (and its org's grants) keeps working while the store cannot be asked; 0 = not at
+   * all. Default 5 minutes.
+   */
+  staleIfErrorMs?: number;
+  /** The store's health, shared with /health. Default: one over `db` with the default timeouts. */
+  storeStatus?: StoreStatus;
   /** How long key uses wait in memory before last_used_at is written (default 5 s). */
   lastUsedFlushMs?: number;
   /** Where background failures (a failed last-used flush) are reported; default: a process warning. */
@@ -51,15 +60,31 @@ export interface Tenancy {
   dispose(): Promise<void>;
 }
 
+const DEFAULT_STALE_IF_ERROR_MS = 5 * 60_000;
+
 export function createTenancy(db: StoreDb, options: TenancyOptions): Tenancy {
   const now = options.now ?? Date.now;
   // Keys and grant sets share one policy: a change made elsewhere shows within the same TTL for both.
-  const cache = { ttlMs: options.cacheTtlMs ?? 1000, maxEntries: options.cacheMaxEntries ?? 10_000, now };
+  const cache = {
+    ttlMs: options.cacheTtlMs ?? 1000,
+    maxEntries: options.cacheMaxEntries ?? 10_000,
+    staleMs: options.staleIfErrorMs ?? DEFAULT_STALE_IF_ERROR_MS,
+    now,
+  };
+  const store =
+    options.storeStatus ??
+    new StoreStatus(
+      async () => {
+        await db.execute(sql`select 1`);
+      },
+      { cacheMs: 1000, timeoutMs: 2000 },
+    );
   const invalidation = new CacheInvalidations();
-  const orgs = new OrgService(db, { modelIds: options.modelIds, cache, invalidation, now });
+  const orgs = new OrgService(db, { modelIds: options.modelIds, cache, store, invalidation, now });
   const keys = new KeyService(db, {
     keySecret: options.keySecret,
     cache,
+    store,
     lastUsed: {
       flushIntervalMs: options.lastUsedFlushMs ?? 5000,
       onError:
@@ -82,6 +107,9 @@ export function createTenancy(db: StoreDb, options: TenancyOptions): Tenancy {
     bootstrap: (modelIds: readonly string[], bootstrapOptions: BootstrapOptions = {}) =>
       bootstrap(bootstrapDeps, modelIds, bootstrapOptions),
     flush: () => keys.flush(),
-    dispose: () => keys.dispose(),
+    dispose: () => {
+      store.stop();
+      return keys.dispose();
+    },
   });
 }

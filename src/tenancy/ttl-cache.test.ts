@@ -36,3 +36,29 @@ describe("TtlCache", () => {
     expect(cache.size).toBe(0);
   });
 });
+
+describe("TtlCache stale-if-error and generations", () => {
+  it("keeps entries past the TTL for getStale() only, up to staleMs", () => {
+    let now = 0;
+    const cache = new TtlCache<string, number>({ ttlMs: 100, staleMs: 1000, maxEntries: 10, now: () => now });
+    cache.set("a", 1);
+    now = 100;
+    expect(cache.get("a")).toBeUndefined();
+    expect(cache.getStale("a")).toBe(1);
+    now = 999;
+    expect(cache.getStale("a")).toBe(1);
+    now = 1000;
+    expect(cache.getStale("a")).toBeUndefined();
+    expect(cache.size).toBe(0);
+  });
+
+  it("refuses a value read before an invalidation", () => {
+    const cache = new TtlCache<string, number>({ ttlMs: 100, maxEntries: 10 });
+    const before = cache.generation;
+    cache.deleteWhere((v) => v === 99); // an invalidation while the value was being read
+    expect(cache.setIfCurrent(before, "a", 1)).toBe(false);
+    expect(cache.get("a")).toBeUndefined();
+    expect(cache.setIfCurrent(cache.generation, "a", 1)).toBe(true);
+    expect(cache.get("a")).toBe(1);
+  });
+});

@@ -132,6 +132,19 @@ describe.each(STORE_BACKENDS)("PgUsageMeter on %s", (_name, makeBackend) => {
     expect((await rowsOf(org)).map((r) => r.requestId)).toEqual(["req_1", "req_2"]);
   });
 
+  it("writes a request's record once, however often it is written (a retry after a lost answer)", async () => {
+    const org = `org_${randomUUID()}`;
+    const { meter: m, errors } = meter({ flushIntervalMs: 60_000 });
+    // The first write committed but its answer was lost (the store stopped or hung): the meter writes it again.
+    m.record(usageRecord(org, 1));
+    await m.flush();
+    m.record(usageRecord(org, 1));
+    m.record(usageRecord(org, 2));
+    await m.flush();
+    expect((await rowsOf(org)).map((r) => r.requestId)).toEqual(["req_1", "req_2"]);
+    expect(errors).toEqual([]);
+  });
+
   it("keeps the records when a write fails and writes them, once, when the store is back", async () => {
     const org = `org_${randomUUID()}`;
     const { meter: m, errors } = meter({ flushIntervalMs: 50, maxRetryDelayMs: 100 });

@@ -1,5 +1,6 @@
 // The usage meter on the store: buffers records and writes them in batches, one multi-row INSERT per write,
-// keeping (and retrying) whatever a failed write did not store.
+// keeping (and retrying) whatever a failed write did not store. Writes are idempotent by request id: a retried
+// write whose first attempt did commit (its answer lost to a stopped or hung store) adds nothing.
 import type { StoreDb } from "../store/open-store.js";
 import { usageRecords } from "../store/schema.js";
 import type { UsageMeter, UsageRecord, UsageStatus } from "./types.js";
@@ -155,7 +156,10 @@ export class PgUsageMeter implements UsageMeter {
       let written = batch.length;
       let failure: unknown;
       try {
-        await this.db.insert(usageRecords).values(batch);
+        await this.db
+          .insert(usageRecords)
+          .values(batch)
+          .onConflictDoNothing({ target: [usageRecords.orgId, usageRecords.requestId] });
       } catch (err) {
         // A refused row (not a failed write) would fail every retry of its batch and wedge the meter.
         if (isDataError(err)) ({ written, failure } = await this.writeOneByOne(batch));
@@ -180,7 +184,10 @@ export class PgUsageMeter implements UsageMeter {
   private async writeOneByOne(batch: Row[]): Promise<{ written: number; failure?: unknown }> {
     for (const [i, row] of batch.entries()) {
       try {
-        await this.db.insert(usageRecords).values(row);
+        await this.db
+          .insert(usageRecords)
+          .values(row)
+          .onConflictDoNothing({ target: [usageRecords.orgId, usageRecords.requestId] });
       } catch (err) {
         if (!isDataError(err)) return { written: i, failure: err };
         this.report(new UsageRecordsDroppedError(1, `the store refused request ${row.requestId}`, err));
@@ -193,6 +200,7 @@ export class PgUsageMeter implements UsageMeter {
     const write = this.db
       .insert(usageRecords)
       .values(row)
+      .onConflictDoNothing({ target: [usageRecords.orgId, usageRecords.requestId] })
       .then(
         () => {},
         (err: unknown) => this.report(new UsageRecordsDroppedError(1, "writing after dispose failed", err)),
