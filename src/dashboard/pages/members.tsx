@@ -49,7 +49,7 @@ export function registerMembers(app: Hono<DashboardEnv>, deps: DashboardDeps): v
   });
 
   app.post("/members", async (c) => {
-    const refused = requireOwner(c, "invite members");
+    const refused = requireOwner(c, "add members");
     if (refused !== null) return refused;
     const auth = c.get("auth");
     const form = await c.req.parseBody();
@@ -200,7 +200,7 @@ async function membersPage(
       {view.invited === undefined ? null : <Invited invited={view.invited} orgName={auth.org.orgName} />}
       {isOwner ? null : (
         <Notice kind="info">
-          Only owners of {auth.org.orgName} can invite members, change roles or remove members.
+          Only owners of {auth.org.orgName} can add members, change roles or remove members.
         </Notice>
       )}
       <div class="table-wrap">
