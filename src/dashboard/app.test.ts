@@ -192,6 +192,12 @@ describe("API keys", () => {
     // Another session cannot read the flash by its id either.
     const other = await signedIn(owner.email, owner.password);
     expect(await (await other.get(location)).text()).not.toContain("secret-key");
+    const [row] = await store.db
+      .select()
+      .from(auditLog)
+      .where(eq(auditLog.action, "key.create"))
+      .orderBy(auditLog.id);
+    expect(row).toBeDefined();
     const audits = await tenancy.audit.list({ orgName: "default", limit: 5 });
     expect(audits[0]).toMatchObject({ action: "key.create" });
     expect(audits[0]?.actor).toMatch(/^user_/);
@@ -346,6 +352,8 @@ describe("members", () => {
     expect(keys).toContain("API keys of default");
     expect(keys).toContain('<option value="other">other</option>');
     expect((await other.post(`${joinPath}/accept`, { _csrf: csrf })).status).toBe(404);
+    const stored = await store.db.select().from(apiKeys).where(eq(apiKeys.orgId, "nope"));
+    expect(stored).toEqual([]);
   });
 });
 
