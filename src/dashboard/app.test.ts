@@ -167,20 +167,31 @@ describe("sessions", () => {
 });
 
 describe("API keys", () => {
-  it("shows a new secret once in the POST response, never in a URL; audited with the user as actor", async () => {
+  it("creates with Post/Redirect/Get: the secret shows once after the redirect, never in a URL; audited", async () => {
     const client = await signedIn("member@acme.test", memberPassword);
     const _csrf = await client.csrf("/dashboard/keys");
+    const before = (await tenancy.keys.list("default")).length;
     const res = await client.post("/dashboard/keys", { _csrf, org: "default", name: "ci" });
-    expect(res.status).toBe(200);
-    expect(res.headers.get("location")).toBeNull();
-    expect(res.headers.get("cache-control")).toBe("no-store");
-    const html = await pageText(res);
+    expect(res.status).toBe(303);
+    const location = res.headers.get("location") ?? "";
+    expect(location).toMatch(/^\/dashboard\/keys\?flash=flash_\w+$/);
+    const shown = await client.get(location);
+    expect(shown.headers.get("cache-control")).toBe("no-store");
+    const html = await pageText(shown);
     const secret = /id="secret-key" type="text" readonly="" value="(sk-[A-Za-z0-9]+)"/.exec(html)?.[1] ?? "";
     expect(await tenancy.keys.verify(secret)).not.toBeNull();
+    expect(location).not.toContain(secret);
     expect(html).toContain("You won't see it again");
     expect(html).toContain(`sk-…${secret.slice(-4)}`);
-    const list = await (await client.get("/dashboard/keys")).text();
-    expect(list).not.toContain(secret);
+    // A reload of the page that showed the secret: the list, no secret, and no second key.
+    const reloaded = await pageText(await client.get(location));
+    expect(reloaded).not.toContain(secret);
+    expect(reloaded).not.toContain('id="secret-key"');
+    expect(reloaded).toContain(`sk-…${secret.slice(-4)}`);
+    expect(await tenancy.keys.list("default")).toHaveLength(before + 1);
+    // Another session cannot read the flash by its id either.
+    const other = await signedIn(owner.email, owner.password);
+    expect(await (await other.get(location)).text()).not.toContain("secret-key");
     const [row] = await store.db
       .select()
       .from(auditLog)
@@ -188,6 +199,7 @@ describe("API keys", () => {
       .orderBy(auditLog.id);
     expect(row).toBeDefined();
     const audits = await tenancy.audit.list({ orgName: "default", limit: 5 });
+    expect(audits[0]).toMatchObject({ action: "key.create" });
     expect(audits[0]?.actor).toMatch(/^user_/);
   });
 
@@ -247,7 +259,7 @@ describe("members", () => {
     expect(await res.text()).toContain("Only owners of");
   });
 
-  it("can be added (password shown once), promoted, demoted and removed; the last owner stays", async () => {
+  it("are invited with a link shown once (no password), claimed by the person, promoted, demoted and removed", async () => {
     const client = await signedIn(owner.email, owner.password);
     const _csrf = await client.csrf("/dashboard/members");
     const added = await client.post("/dashboard/members", {
@@ -256,11 +268,30 @@ describe("members", () => {
       email: "New@Acme.test",
       role: "member",
     });
-    expect(added.status).toBe(200);
-    const html = await added.text();
-    const password = /id="new-password" type="text" readonly="" value="([^"]+)"/.exec(html)?.[1] ?? "";
-    expect(password.length).toBeGreaterThan(16);
-    expect(await tenancy.members.authenticate("new@acme.test", password)).not.toBeNull();
+    expect(added.status).toBe(303);
+    const location = added.headers.get("location") ?? "";
+    const html = await pageText(await client.get(location));
+    expect(html).toContain("Invitation created for new@acme.test as member: send this link to the person.");
+    expect(html).not.toMatch(/password" type="text"/);
+    const joinLink = /id="invitation-link" type="text" readonly="" value="([^"]+)"/.exec(html)?.[1] ?? "";
+    expect(joinLink).toMatch(/^http:\/\/localhost\/dashboard\/join\/[0-9A-Za-z]{43}$/);
+    expect(await (await client.get(location)).text()).not.toContain(joinLink);
+    // No account exists until the person claims the link with a password of their own.
+    expect((await tenancy.users.list("default")).map((u) => u.email)).not.toContain("new@acme.test");
+    const person = new Client();
+    const joinPath = new URL(joinLink).pathname;
+    const joinPage = await person.get(joinPath);
+    const joinCsrf = /name="_csrf" value="([^"]+)"/.exec(await joinPage.text())?.[1] ?? "";
+    const claimed = await person.post(joinPath, {
+      _csrf: joinCsrf,
+      password: "my own password",
+      confirm: "my own password",
+    });
+    expect(claimed.status).toBe(303);
+    expect(claimed.headers.get("location")).toBe("/dashboard/keys?org=default");
+    expect((await person.get("/dashboard/keys")).status).toBe(200);
+    expect(await tenancy.members.authenticate("new@acme.test", "my own password")).not.toBeNull();
+    expect((await person.get(joinPath)).status).toBe(404);
 
     const users = await tenancy.users.list("default");
     const ownerId = users.find((u) => u.email === owner.email)?.id ?? "";
@@ -284,22 +315,77 @@ describe("members", () => {
     const remove = await client.post(`/dashboard/members/${newId}/remove`, { _csrf, org: "default" });
     expect(remove.status).toBe(303);
     expect((await tenancy.users.list("default")).map((u) => u.id)).not.toContain(newId);
-    expect(await tenancy.members.authenticate("new@acme.test", password)).toBeNull();
+    expect(await tenancy.members.authenticate("new@acme.test", "my own password")).toBeNull();
     const actions = (await tenancy.audit.list({ orgName: "default", limit: 4 })).map((e) => e.action);
-    expect(actions).toEqual(["member.remove", "member.role", "member.add", "user.create"]);
+    expect(actions).toEqual(["member.remove", "member.role", "invitation.claim", "invitation.create"]);
   });
 
-  it("adding an existing account from another org gives it a second org, chosen with ?org=", async () => {
+  it("answer an existing and a new email alike; the existing account joins only by accepting with the link", async () => {
     const client = await signedIn(owner.email, owner.password);
     const _csrf = await client.csrf("/dashboard/members");
-    const res = await client.post("/dashboard/members", { _csrf, org: "default", email: "other@other.test" });
-    expect(await res.text()).toContain("They already had a Hearth account");
+    const answer = async (email: string) => {
+      const res = await client.post("/dashboard/members", { _csrf, org: "default", email });
+      expect(res.status).toBe(303);
+      const html = await pageText(await client.get(res.headers.get("location") ?? ""));
+      const joinLink = /id="invitation-link" type="text" readonly="" value="([^"]+)"/.exec(html)?.[1] ?? "";
+      const main = /<main[^>]*>([\s\S]*?)<table>/.exec(html)?.[1] ?? "";
+      return { joinLink, text: main.replaceAll(joinLink, "LINK").replaceAll(email, "EMAIL") };
+    };
+    const existing = await answer("other@other.test");
+    const fresh = await answer("nobody-yet@other.test");
+    expect(existing.text).toContain("Invitation created for EMAIL as member");
+    expect(existing.text).toEqual(fresh.text);
+    expect(new URL(existing.joinLink).pathname).toMatch(/^\/dashboard\/join\/[0-9A-Za-z]{43}$/);
+    // Nothing changed for the existing account until its holder accepts.
     const other = await signedIn("other@other.test", otherPassword);
-    const page = await (await other.get("/dashboard/keys?org=default")).text();
-    expect(page).toContain("API keys of default");
-    expect(page).toContain('<option value="other">other</option>');
+    expect((await other.get("/dashboard/keys?org=default")).status).toBe(403);
+    const listed = await pageText(await other.get("/dashboard/invitations"));
+    expect(listed).toContain("<td>default</td>");
+    expect(listed).toContain("accepted only through its link");
+    const joinPath = new URL(existing.joinLink).pathname;
+    const page = await pageText(await other.get(joinPath));
+    expect(page).toContain("Accept and join default");
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(page)?.[1] ?? "";
+    const accepted = await other.post(`${joinPath}/accept`, { _csrf: csrf });
+    expect(accepted.headers.get("location")).toBe("/dashboard/keys?org=default");
+    const keys = await (await other.get("/dashboard/keys?org=default")).text();
+    expect(keys).toContain("API keys of default");
+    expect(keys).toContain('<option value="other">other</option>');
+    expect((await other.post(`${joinPath}/accept`, { _csrf: csrf })).status).toBe(404);
     const stored = await store.db.select().from(apiKeys).where(eq(apiKeys.orgId, "nope"));
     expect(stored).toEqual([]);
+  });
+});
+
+describe("account", () => {
+  it("changes the password with the current one; a wrong one changes nothing; other sessions end", async () => {
+    await tenancy.users.create({ orgName: "other", email: "pw@other.test", password: "first password" });
+    const client = await signedIn("pw@other.test", "first password");
+    const elsewhere = await signedIn("pw@other.test", "first password");
+    const _csrf = await client.csrf("/dashboard/account");
+    const form = {
+      _csrf,
+      current: "wrong password",
+      password: "second password",
+      confirm: "second password",
+    };
+    const wrong = await client.post("/dashboard/account/password", form);
+    expect(wrong.status).toBe(400);
+    expect(await wrong.text()).toContain("The current password is not correct. Nothing was changed.");
+    const mismatch = await client.post("/dashboard/account/password", {
+      ...form,
+      current: "first password",
+      confirm: "x",
+    });
+    expect(mismatch.status).toBe(400);
+    const done = await client.post("/dashboard/account/password", { ...form, current: "first password" });
+    expect(done.status).toBe(303);
+    expect(await pageText(await client.get(done.headers.get("location") ?? ""))).toContain(
+      "Your password was changed.",
+    );
+    expect((await elsewhere.get("/dashboard/keys")).status).toBe(303);
+    expect(await tenancy.members.authenticate("pw@other.test", "first password")).toBeNull();
+    expect(await tenancy.members.authenticate("pw@other.test", "second password")).not.toBeNull();
   });
 });
 

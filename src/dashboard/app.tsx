@@ -17,6 +17,9 @@ import { CsrfTokens } from "./csrf.js";
 import { errorPage } from "./layout.js";
 import { registerOperator } from "./operator/index.js";
 import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "./operator/operator-session.js";
+import { registerAccount } from "./pages/account.js";
+import { registerInvitations } from "./pages/invitations.js";
+import { registerJoin } from "./pages/join.js";
 import { registerKeys } from "./pages/keys.js";
 import { registerLimits } from "./pages/limits.js";
 import { registerMembers } from "./pages/members.js";
@@ -125,6 +128,8 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
   app.get("/assets/dashboard.js", (c) => asset(c, DASHBOARD_JS, "text/javascript; charset=utf-8"));
   app.get("/", (c) => c.redirect(`${base}/keys`, 303));
   registerSignIn(app, deps);
+  // Invitation links are public: their holder may have no account yet.
+  registerJoin(app, deps);
   // The operator view has its own session (admin token) and checks; members' sessions do not open it.
   registerOperator(app, deps);
 
@@ -136,6 +141,8 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
   registerModels(app, deps);
   registerLimits(app, deps);
   registerMembers(app, deps);
+  registerInvitations(app, deps);
+  registerAccount(app, deps);
   app.all("*", (c) =>
     errorPage(c, 404, "Page not found", `There is no dashboard page at ${c.req.path}.`, c.get("auth")),
   );

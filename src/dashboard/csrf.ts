@@ -21,6 +21,11 @@ export class CsrfTokens {
     return this.mac(`sign-in:${nonce}`);
   }
 
+  /** The token of another public form (e.g. claiming an invitation), bound to that form's own nonce cookie. */
+  forPublicForm(form: string, nonce: string): string {
+    return this.mac(`public:${form}:${nonce}`);
+  }
+
   /** Constant-time comparison; false for a missing or malformed token. */
   matches(expected: string, presented: unknown): boolean {
     if (typeof presented !== "string") return false;

@@ -22,6 +22,8 @@ export const NAV_ITEMS = Object.freeze([
   { id: "models", label: "Models", path: "/models" },
   { id: "limits", label: "Limits", path: "/limits" },
   { id: "members", label: "Members", path: "/members" },
+  { id: "invitations", label: "Invitations", path: "/invitations" },
+  { id: "account", label: "Account", path: "/account" },
 ] as const);
 export type NavId = (typeof NAV_ITEMS)[number]["id"];
 
@@ -290,6 +292,29 @@ export const TextField: FC<{
     <input type={type ?? "text"} {...input} />
     {hint === undefined ? null : <p class="hint">{hint}</p>}
   </div>
+);
+
+/** A new password and its repetition (fields `password` and `confirm`), marked for password managers. */
+export const NewPasswordFields: FC<{ label: string }> = ({ label }) => (
+  <>
+    <TextField
+      id="new-password"
+      label={label}
+      name="password"
+      type="password"
+      autocomplete="new-password"
+      required
+      hint="At least 8 characters."
+    />
+    <TextField
+      id="confirm-password"
+      label="Repeat the password"
+      name="confirm"
+      type="password"
+      autocomplete="new-password"
+      required
+    />
+  </>
 );
 
 /** A secret shown once (a new API key, a generated password), with a copy button (JS) and the warning. */

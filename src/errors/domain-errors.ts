@@ -16,10 +16,12 @@ import { EngineDisposedError, FirstTokenTimeoutError } from "../engine/upstream/
 import { UpstreamError, UpstreamProtocolError } from "../engine/upstream/upstream-error.js";
 import { StoreUnavailableError } from "../store/store-status.js";
 import {
+  AccountExistsError,
   AlreadyMemberError,
   DuplicateOrgError,
   DuplicateUserError,
   GrantNotFoundError,
+  InvitationNotFoundError,
   KeyNotFoundError,
   LastOwnerError,
   MemberNotFoundError,
@@ -102,10 +104,12 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   if (err instanceof KeyNotFoundError) return new NotFoundError(err.message, "key_not_found");
   if (err instanceof GrantNotFoundError) return new NotFoundError(err.message, "grant_not_found");
   if (err instanceof MemberNotFoundError) return new NotFoundError(err.message, "member_not_found");
+  if (err instanceof InvitationNotFoundError) return new NotFoundError(err.message);
   if (
     err instanceof DuplicateOrgError ||
     err instanceof DuplicateUserError ||
-    err instanceof AlreadyMemberError
+    err instanceof AlreadyMemberError ||
+    err instanceof AccountExistsError
   ) {
     return new ConflictError(err.message);
   }

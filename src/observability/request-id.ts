@@ -8,6 +8,18 @@ export function newRequestId(): string {
   return `req_${randomBytes(12).toString("hex")}`;
 }
 
+// A path segment this long and opaque is a capability (an invitation link's token), not a name or an id (ids such
+// as key_… are shorter): the log line keeps the route and drops the secret.
+const SECRET_SEGMENT = /^[0-9A-Za-z_-]{32,}$/;
+
+/** The path as logged: every token-like segment replaced, so no secret link reaches the logs. */
+export function loggedPath(path: string): string {
+  return path
+    .split("/")
+    .map((segment) => (SECRET_SEGMENT.test(segment) ? "[redacted]" : segment))
+    .join("/");
+}
+
 export function requestId(logger: Logger): MiddlewareHandler<AppEnv> {
   return async function requestId(c, next) {
     const id = newRequestId();
@@ -19,7 +31,7 @@ export function requestId(logger: Logger): MiddlewareHandler<AppEnv> {
       {
         requestId: id,
         method: c.req.method,
-        path: c.req.path,
+        path: loggedPath(c.req.path),
         status: c.res.status,
         ms: Math.round(performance.now() - started),
       },

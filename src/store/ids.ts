@@ -1,7 +1,13 @@
 // Prefixed random identifiers (`org_…`, `key_…`): the prefix registry and the one generator.
 import { randomBytes } from "node:crypto";
 
-export const ID_PREFIXES = Object.freeze({ org: "org", key: "key", user: "user" } as const);
+export const ID_PREFIXES = Object.freeze({
+  org: "org",
+  key: "key",
+  user: "user",
+  invitation: "inv",
+  flash: "flash",
+} as const);
 export type IdKind = keyof typeof ID_PREFIXES;
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

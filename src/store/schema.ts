@@ -154,6 +154,54 @@ export const sessions = pgTable(
   (t) => [index("sessions_user_id_idx").on(t.userId), index("sessions_expires_at_idx").on(t.expiresAt)],
 );
 
+// Invitations to join an org, made by its owners in the dashboard. The link carries a random token; only its
+// SHA-256 is stored. Addressed to an email, not a user: whether that email has an account is decided when the
+// link is used, so the owner who invites learns nothing about it. Single use: `resolvedAt` is set exactly once.
+export const invitations = pgTable(
+  "invitations",
+  {
+    id: text("id").primaryKey(),
+    orgId: text("org_id")
+      .notNull()
+      .references(() => organizations.id, { onDelete: "cascade" }),
+    // Lowercased like users.email.
+    email: text("email").notNull(),
+    role: text("role").notNull(),
+    tokenHash: text("token_hash").notNull().unique(),
+    // The inviting user's id (or "admin").
+    invitedBy: text("invited_by").notNull(),
+    createdAt: instant("created_at").notNull().defaultNow(),
+    expiresAt: instant("expires_at").notNull(),
+    // Null while pending; then when and how it ended.
+    resolvedAt: instant("resolved_at"),
+    outcome: text("outcome"),
+  },
+  (t) => [
+    index("invitations_email_idx").on(t.email),
+    index("invitations_org_id_idx").on(t.orgId),
+    check("invitations_role_check", sql`${t.role} in ('owner', 'member')`),
+    check(
+      "invitations_outcome_check",
+      sql`${t.outcome} is null or ${t.outcome} in ('accepted', 'claimed', 'declined', 'withdrawn', 'superseded')`,
+    ),
+  ],
+);
+
+// One-time messages from a POST to the page it redirects to (Post/Redirect/Get), e.g. a new key's secret. Bound
+// to the session, deleted when read; the payload is AES-256-GCM-sealed (tenancy/flash.ts): no secret rests in clear.
+export const dashboardFlashes = pgTable(
+  "dashboard_flashes",
+  {
+    id: text("id").primaryKey(),
+    sessionId: text("session_id")
+      .notNull()
+      .references(() => sessions.id, { onDelete: "cascade" }),
+    payload: text("payload").notNull(),
+    expiresAt: instant("expires_at").notNull(),
+  },
+  (t) => [index("dashboard_flashes_session_id_idx").on(t.sessionId)],
+);
+
 export type OrganizationRow = typeof organizations.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type ModelGrantRow = typeof modelGrants.$inferSelect;
@@ -162,3 +210,4 @@ export type MembershipRow = typeof memberships.$inferSelect;
 export type AuditLogRow = typeof auditLog.$inferSelect;
 export type UsageRecordRow = typeof usageRecords.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
+export type InvitationRow = typeof invitations.$inferSelect;

@@ -19,9 +19,24 @@ export const AUDIT_ACTIONS = Object.freeze([
   "limits.set",
   "user.create",
 ] as const);
-/** Member management, made by owners in the dashboard only (the admin API has no route for it yet). */
+/**
+ * Member management, made by owners in the dashboard only (the admin API has no route for it yet). "member.add"
+ * is no longer written (people join through invitations) but stays readable in older trails.
+ */
 export const MEMBER_AUDIT_ACTIONS = Object.freeze(["member.add", "member.role", "member.remove"] as const);
-export type AuditAction = (typeof AUDIT_ACTIONS)[number] | (typeof MEMBER_AUDIT_ACTIONS)[number];
+/** Invitations (owners make and withdraw them; invitees accept, decline or claim them) and password changes. */
+export const ACCOUNT_AUDIT_ACTIONS = Object.freeze([
+  "invitation.create",
+  "invitation.withdraw",
+  "invitation.accept",
+  "invitation.decline",
+  "invitation.claim",
+  "user.password",
+] as const);
+export type AuditAction =
+  | (typeof AUDIT_ACTIONS)[number]
+  | (typeof MEMBER_AUDIT_ACTIONS)[number]
+  | (typeof ACCOUNT_AUDIT_ACTIONS)[number];
 
 /** The admin token's holder (CLI, operator scripts). */
 export const ADMIN_ACTOR = "admin";

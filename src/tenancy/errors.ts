@@ -86,3 +86,29 @@ export class LastOwnerError extends TenancyError {
     super(`Organization "${orgName}" needs at least one owner: make someone else an owner first.`);
   }
 }
+
+/**
+ * An invitation link that cannot be used: unknown, already used, withdrawn, superseded or expired. One error for
+ * all of them, so a link says nothing about other invitations.
+ */
+export class InvitationNotFoundError extends TenancyError {
+  constructor() {
+    super(
+      "This invitation link is not valid: it was already used, withdrawn or replaced, or it has expired.",
+    );
+  }
+}
+
+/** An invitation claimed as a new account for an email that has one: its holder signs in and accepts instead. */
+export class AccountExistsError extends TenancyError {
+  constructor(readonly email: string) {
+    super(`There is already a Hearth account for ${email}: sign in to it to accept the invitation.`);
+  }
+}
+
+/** A signed-in user's current password did not match (changing the password). */
+export class WrongPasswordError extends TenancyError {
+  constructor() {
+    super("The current password is not correct.");
+  }
+}

@@ -55,21 +55,11 @@ describe.each(STORE_BACKENDS)("members and sessions on %s", (_name, makeBackend)
 
   it("keeps at least one owner, even when two owners demote each other at the same time", async () => {
     await tenancy.orgs.create("duo");
-    const a = await tenancy.members.add({
-      orgName: "duo",
-      email: "a@duo.test",
-      role: "owner",
-      actor: "admin",
-    });
-    const b = await tenancy.members.add({
-      orgName: "duo",
-      email: "b@duo.test",
-      role: "owner",
-      actor: "admin",
-    });
+    const a = await tenancy.users.create({ orgName: "duo", email: "a@duo.test", role: "owner" });
+    const b = await tenancy.users.create({ orgName: "duo", email: "b@duo.test", role: "owner" });
     const results = await Promise.allSettled([
-      tenancy.members.setRole("duo", a.member.id, "member", b.member.id),
-      tenancy.members.setRole("duo", b.member.id, "member", a.member.id),
+      tenancy.members.setRole("duo", a.id, "member", b.id),
+      tenancy.members.setRole("duo", b.id, "member", a.id),
     ]);
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
     const refused = results.find((r) => r.status === "rejected");
@@ -82,27 +72,20 @@ describe.each(STORE_BACKENDS)("members and sessions on %s", (_name, makeBackend)
     );
   });
 
-  it("adds an existing account to a second org; removing its last membership deletes the account", async () => {
+  it("adds an existing account to a second org by its accepted invitation; the last membership's removal deletes it", async () => {
     await tenancy.orgs.create("second");
-    const first = await tenancy.members.add({
-      orgName: "second",
-      email: "x@second.test",
-      role: "member",
-      actor: "admin",
-    });
-    expect(first.newUser).toBe(true);
-    expect(first.generatedPassword).not.toBeNull();
-    const again = await tenancy.members.add({
+    const first = await tenancy.users.create({ orgName: "second", email: "x@second.test", role: "member" });
+    const invitation = await tenancy.invitations.create({
       orgName: "duo",
       email: "X@second.test",
       role: "member",
       actor: "admin",
     });
-    expect(again).toMatchObject({ newUser: false, generatedPassword: null });
+    await tenancy.invitations.accept(invitation.token, { id: first.id, email: first.email });
     await expect(
-      tenancy.members.add({ orgName: "duo", email: "x@second.test", role: "member", actor: "admin" }),
+      tenancy.invitations.create({ orgName: "duo", email: "x@second.test", role: "member", actor: "admin" }),
     ).rejects.toBeInstanceOf(AlreadyMemberError);
-    const id = first.member.id;
+    const id = first.id;
     const { token } = await tenancy.sessions.create({ userId: id }, POLICY);
     expect(await tenancy.members.remove("duo", id, "admin")).toEqual({
       email: "x@second.test",

@@ -1,16 +1,15 @@
-// Dashboard users as members of organizations: password sign-in, memberships, and the owners' member management.
-// No HTTP. Every change writes its audit row in its own transaction; an org always keeps at least one owner.
+// Dashboard users as members of organizations: password sign-in and change, memberships, and the owners' role
+// changes and removals (people join through invitations.ts). No HTTP. Every change writes its audit row in its own transaction; an org always keeps at least one owner.
 import { and, asc, count, eq } from "drizzle-orm";
-import { newId } from "../store/ids.js";
 import type { StoreDb } from "../store/open-store.js";
 import { memberships, type OrganizationRow, organizations, users } from "../store/schema.js";
 import { type Actor, type AuditAction, writeAudit } from "./audit.js";
 import {
-  AlreadyMemberError,
   LastOwnerError,
   MemberNotFoundError,
   OrgNotFoundError,
   TenancyValidationError,
+  WrongPasswordError,
 } from "./errors.js";
 import {
   generatePassword,
@@ -20,10 +19,8 @@ import {
   type ScryptParams,
   verifyPassword,
 } from "./password.js";
-import { requireOrgRow, type StoreTx } from "./tenancy-store.js";
+import type { StoreTx } from "./tenancy-store.js";
 import {
-  type AddedMember,
-  type AddMemberInput,
   type AuthenticatedUser,
   MEMBERSHIP_ROLES,
   type Membership,
@@ -108,41 +105,33 @@ export class MemberService {
   }
 
   /**
-   * Adds a member: a new user (with the given or a generated password) or, when the email already has an
-   * account, that user joins one more org and keeps their password.
+   * Changes a signed-in user's password after checking the current one (a session alone is not enough: it may be
+   * a browser left open). The caller ends the user's other sessions.
    */
-  async add(input: AddMemberInput): Promise<AddedMember> {
-    const email = normaliseEmail(input.email);
-    assertRole(input.role);
-    const org = await requireOrgRow(this.db, input.orgName);
-    const [existing] = await this.db.select({ id: users.id }).from(users).where(eq(users.email, email));
-    // Hash before the transaction: scrypt is slow and holds no lock.
-    const fresh = existing === undefined ? choosePassword(input.password) : undefined;
-    const passwordHash =
-      fresh === undefined ? undefined : await hashPassword(fresh.password, this.options.passwordParams);
-    const createdAt = this.nowDate();
-    return this.db.transaction(async (tx) => {
-      let userId = existing?.id;
-      if (userId === undefined) {
-        userId = newId("user");
-        const inserted = await tx
-          .insert(users)
-          .values({ id: userId, email, passwordHash: passwordHash ?? "", createdAt })
-          .onConflictDoNothing({ target: users.email })
-          .returning({ id: users.id });
-        // Someone created this email in the meantime: retrying would take the other branch.
-        if (inserted.length === 0) throw new AlreadyMemberError(org.name, email);
-        await this.audit(tx, input.actor, "user.create", org.id, userId, { email, role: input.role });
-      }
-      const added = await tx
-        .insert(memberships)
-        .values({ userId, orgId: org.id, role: input.role, createdAt })
-        .onConflictDoNothing()
-        .returning({ userId: memberships.userId });
-      if (added.length === 0) throw new AlreadyMemberError(org.name, email);
-      await this.audit(tx, input.actor, "member.add", org.id, userId, { email, role: input.role });
-      const member: OrgUser = { id: userId, email, orgName: org.name, role: input.role, createdAt };
-      return { member, newUser: existing === undefined, generatedPassword: fresh?.generated ?? null };
+  async changePassword(userId: string, current: string, next: string): Promise<void> {
+    const [row] = await this.db
+      .select({ passwordHash: users.passwordHash })
+      .from(users)
+      .where(eq(users.id, userId));
+    if (row === undefined || current.length > MAX_PASSWORD_LENGTH) throw new WrongPasswordError();
+    if (!(await verifyPassword(current, row.passwordHash))) throw new WrongPasswordError();
+    choosePassword(next);
+    const passwordHash = await hashPassword(next, this.options.passwordParams);
+    await this.db.transaction(async (tx) => {
+      // Only over the hash that was checked: of two changes racing with the same current password, one wins.
+      const changed = await tx
+        .update(users)
+        .set({ passwordHash })
+        .where(and(eq(users.id, userId), eq(users.passwordHash, row.passwordHash)))
+        .returning({ id: users.id });
+      if (changed.length === 0) throw new WrongPasswordError();
+      await writeAudit(tx, {
+        actor: userId,
+        action: "user.password",
+        orgId: null,
+        target: userId,
+        at: this.nowDate(),
+      });
     });
   }
 

@@ -1,7 +1,7 @@
 // Dashboard sign-in sessions: a random token lives in the browser's cookie, only its SHA-256 in the store.
 // Idle and absolute expiry are enforced on every lookup; an expired row is deleted when it is seen. No HTTP.
 import { createHash, randomBytes } from "node:crypto";
-import { and, eq, lte } from "drizzle-orm";
+import { and, eq, lte, ne } from "drizzle-orm";
 import { base62 } from "../store/ids.js";
 import type { StoreDb } from "../store/open-store.js";
 import { sessions, users } from "../store/schema.js";
@@ -125,6 +125,15 @@ export class SessionService {
   /** Ends every session of a user (e.g. after a password change). */
   async endAllFor(userId: string): Promise<void> {
     await this.db.delete(sessions).where(eq(sessions.userId, userId));
+  }
+
+  /** Ends every session of a user but `keepId` (after a password change: a stolen session dies, this one stays). */
+  async endOthers(userId: string, keepId: string): Promise<number> {
+    const ended = await this.db
+      .delete(sessions)
+      .where(and(eq(sessions.userId, userId), ne(sessions.id, keepId)))
+      .returning({ id: sessions.id });
+    return ended.length;
   }
 
   /** Deletes sessions past their absolute end; idle ones go when seen or when they reach it. */

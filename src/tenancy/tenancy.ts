@@ -4,7 +4,9 @@ import type { StoreDb } from "../store/open-store.js";
 import { StoreStatus } from "../store/store-status.js";
 import { AuditService } from "./audit.js";
 import { bootstrap } from "./bootstrap.js";
+import { FlashService } from "./flash.js";
 import { CacheInvalidations } from "./invalidation.js";
+import { InvitationService } from "./invitations.js";
 import { KeyService } from "./keys.js";
 import { MemberService } from "./members.js";
 import { OrgService } from "./orgs.js";
@@ -34,6 +36,8 @@ export interface TenancyOptions {
   onBackgroundError?: (err: unknown) => void;
   /** scrypt cost for new passwords; tests lower it. */
   passwordParams?: ScryptParams;
+  /** How long an invitation link works (default 7 days). */
+  invitationTtlMs?: number;
   now?: () => number;
 }
 
@@ -50,6 +54,10 @@ export interface Tenancy {
   readonly members: MemberService;
   /** Dashboard sign-in sessions. */
   readonly sessions: SessionService;
+  /** Owners' invitations and their links: how people join an org (claimed as a new account or accepted). */
+  readonly invitations: InvitationService;
+  /** One-time, sealed messages from a dashboard POST to the page it redirects to. */
+  readonly flash: FlashService;
   /** Drops stale cache entries on every change; the Redis broadcast listens to it and feeds it. */
   readonly invalidation: CacheInvalidations;
   /** First start on an empty store (see bootstrap.ts); null when any org exists. */
@@ -103,6 +111,12 @@ export function createTenancy(db: StoreDb, options: TenancyOptions): Tenancy {
     audit: new AuditService(db),
     members: new MemberService(db, { passwordParams: options.passwordParams, now }),
     sessions: new SessionService(db, now),
+    invitations: new InvitationService(db, {
+      passwordParams: options.passwordParams,
+      ttlMs: options.invitationTtlMs,
+      now,
+    }),
+    flash: new FlashService(db, { key: keys.deriveSecret("dashboard-flash"), now }),
     invalidation,
     bootstrap: (modelIds: readonly string[], bootstrapOptions: BootstrapOptions = {}) =>
       bootstrap(bootstrapDeps, modelIds, bootstrapOptions),

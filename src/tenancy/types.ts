@@ -120,20 +120,3 @@ export interface AuthenticatedUser {
   id: string;
   email: string;
 }
-
-export interface AddMemberInput {
-  orgName: string;
-  email: string;
-  role: MembershipRole;
-  /** For a new user: absent means a random password, returned once. Ignored for an existing user. */
-  password?: string | undefined;
-  actor: Actor;
-}
-
-export interface AddedMember {
-  member: OrgUser;
-  /** False when the email already had an account (from another org): it keeps its password. */
-  newUser: boolean;
-  /** Only for a new user without a given password: shown once, stored nowhere in clear. */
-  generatedPassword: string | null;
-}

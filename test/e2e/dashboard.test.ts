@@ -1,5 +1,6 @@
 // The dashboard in the real Chromium against a real `hearth serve` on PostgreSQL: sign-in, keys used through the
-// official openai client, revocation, members, org isolation, CSRF, session expiry and sign-in throttling.
+// official openai client, revocation, reloads that re-submit nothing, invitations (no account pre-hijacking),
+// password changes, org isolation, CSRF, session expiry and sign-in throttling.
 // Saves docs/screenshots/*.png of each page.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -63,6 +64,24 @@ async function createKeyInPage(page: Page, name: string): Promise<string> {
   return secret;
 }
 
+/** Invites `email` from the Members page; the link shown once. */
+async function invite(page: Page, email: string): Promise<string> {
+  await page.getByRole("navigation").getByRole("link", { name: "Members" }).click();
+  await page.getByLabel("Email").fill(email);
+  await page.getByRole("button", { name: "Add member" }).click();
+  const link = await page.getByLabel("Invitation link").inputValue();
+  secretsSeen.push(link.slice(link.lastIndexOf("/") + 1));
+  return link;
+}
+
+/** On an invitation's page: a new account with `password`, signed in on its API keys. */
+async function claim(page: Page, password: string): Promise<void> {
+  await page.getByLabel("Choose a password").fill(password);
+  await page.getByLabel("Repeat the password").fill(password);
+  await page.getByRole("button", { name: "Create account and join" }).click();
+  await page.getByRole("heading", { name: "API keys" }).waitFor();
+}
+
 async function statusOf(promise: Promise<unknown>): Promise<number> {
   try {
     await promise;
@@ -120,6 +139,24 @@ describe("API keys in the browser", () => {
     expect(await statusOf(chat(secret))).toBe(401);
   });
 
+  it("a reload after creating a key creates no second key and shows no secret", async () => {
+    const page = await freshPage();
+    await signIn(page, server.ownerEmail, server.ownerPassword);
+    const secret = await createKeyInPage(page, "reload test");
+    const rows = page.getByRole("row").filter({ hasText: "reload test" });
+    expect(await rows.count()).toBe(1);
+    await page.reload();
+    await page.getByRole("heading", { name: "API keys" }).waitFor();
+    expect(await rows.count()).toBe(1);
+    expect(await page.getByLabel("Secret key").count()).toBe(0);
+    expect(await page.content()).not.toContain(secret);
+    await page.goBack();
+    await page.goForward();
+    expect(await rows.count()).toBe(1);
+    const keys = (await (await admin("GET", "/orgs/default/keys")).json()) as { data: { name: string }[] };
+    expect(keys.data.filter((k) => k.name === "reload test")).toHaveLength(1);
+  });
+
   it("works without JavaScript: a create page and a confirmation page instead of dialogs", async () => {
     const page = await freshPage({ javaScriptEnabled: false });
     await signIn(page, server.ownerEmail, server.ownerPassword);
@@ -147,23 +184,82 @@ describe("API keys in the browser", () => {
 });
 
 describe("members and organizations", () => {
-  it("an owner adds a member, who signs in with the password shown once and manages the org's keys", async () => {
+  it("an owner invites a member, who claims the link with their own password and manages the org's keys", async () => {
     const page = await freshPage();
     await signIn(page, server.ownerEmail, server.ownerPassword);
-    await page.getByRole("navigation").getByRole("link", { name: "Members" }).click();
-    await page.getByLabel("Email").fill("dev@example.test");
-    await page.getByRole("button", { name: "Add member" }).click();
-    const password = await page.getByLabel("Temporary password").inputValue();
-    secretsSeen.push(password);
+    const link = await invite(page, "dev@example.test");
     await screenshot(page, "members");
 
     const dev = await freshPage();
-    await signIn(dev, "dev@example.test", password);
+    await dev.goto(link);
+    await screenshot(dev, "join");
+    await claim(dev, "dev password 1");
     const secret = await createKeyInPage(dev, "dev key");
     expect(await statusOf(chat(secret))).toBe(200);
     await dev.getByRole("navigation").getByRole("link", { name: "Members" }).click();
     await dev.getByText("Only owners of default can add members").waitFor();
     expect(await dev.getByRole("button", { name: "Add member" }).count()).toBe(0);
+    // The link was single-use.
+    await dev.goto(link);
+    await dev.getByText("This invitation link is not valid").waitFor();
+  });
+
+  it("pre-hijacking: org A's owner invites (and even claims) the victim's email; org B's invitation still needs the victim", async () => {
+    expect((await admin("POST", "/orgs", { name: "bravo", models: [MODEL] })).status).toBe(201);
+    const bravo = { email: "owner@bravo.test", password: "bravo owner pw 1" };
+    expect((await admin("POST", "/orgs/bravo/users", { ...bravo, role: "owner" })).status).toBe(201);
+    const ownerA = await freshPage();
+    await signIn(ownerA, server.ownerEmail, server.ownerPassword);
+    const ownerB = await freshPage();
+    await signIn(ownerB, bravo.email, bravo.password);
+
+    // The same words for an email with an account (bravo's owner) and one without (the victim's).
+    const existing = await invite(ownerA, bravo.email);
+    const existingNotice = await ownerA.getByRole("status").first().textContent();
+    const linkA = await invite(ownerA, "victim@mail.test");
+    const newNotice = await ownerA.getByRole("status").first().textContent();
+    expect(existingNotice?.replace(bravo.email, "E")).toBe(newNotice?.replace("victim@mail.test", "E"));
+    expect(new URL(existing).pathname).toMatch(/^\/dashboard\/join\/[0-9A-Za-z]{43}$/);
+    expect(new URL(linkA).pathname).toMatch(/^\/dashboard\/join\/[0-9A-Za-z]{43}$/);
+    expect(await ownerA.getByLabel(/password/i).count()).toBe(0);
+    const linkB = await invite(ownerB, "victim@mail.test");
+
+    // Worst case: org A's owner claims their own link, so they hold an account for the victim's email.
+    const squatter = await freshPage();
+    await squatter.goto(linkA);
+    await claim(squatter, "squatter pw 123");
+    await squatter.getByRole("navigation").getByRole("link", { name: "Invitations" }).click();
+    await squatter.getByRole("cell", { name: "bravo", exact: true }).waitFor();
+    await screenshot(squatter, "invitations");
+    expect(await squatter.getByRole("button", { name: /Accept/ }).count()).toBe(0);
+    await squatter.goto(`${server.url}/dashboard/keys?org=bravo`);
+    await squatter.getByText("You are not a member of the organization").waitFor();
+
+    // The victim's link: it cannot be claimed over the squatted account, and org B gained no member.
+    const victim = await freshPage();
+    await victim.goto(linkB);
+    await victim.getByLabel("Choose a password").fill("victim pw 1234");
+    await victim.getByLabel("Repeat the password").fill("victim pw 1234");
+    await victim.getByRole("button", { name: "Create account and join" }).click();
+    await victim.getByText("There is already a Hearth account for victim@mail.test").waitFor();
+    const members = (await (await admin("GET", "/orgs/bravo/users")).json()) as { data: { email: string }[] };
+    expect(members.data.map((m) => m.email)).toEqual([bravo.email]);
+  });
+
+  it("an existing account joins a second org by accepting its link while signed in", async () => {
+    const owner = await freshPage();
+    await signIn(owner, server.ownerEmail, server.ownerPassword);
+    const link = await invite(owner, "owner@bravo.test");
+    const page = await freshPage();
+    await page.goto(link);
+    await page.getByRole("link", { name: "Sign in as owner@bravo.test" }).click();
+    await page.getByLabel("Email").fill("owner@bravo.test");
+    await page.getByLabel("Password").fill("bravo owner pw 1");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Accept and join default" }).click();
+    await page.getByRole("heading", { name: "API keys" }).waitFor();
+    expect(new URL(page.url()).searchParams.get("org")).toBe("default");
+    expect(await page.getByLabel("Organization").inputValue()).toBe("default");
   });
 
   it("a member of another org sees none of default's keys and cannot revoke one with a forged form", async () => {
@@ -247,6 +343,29 @@ describe("protections", () => {
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByText("Too many failed sign-in attempts").waitFor();
     expect(new URL(page.url()).pathname).toBe("/dashboard/sign-in");
+  });
+
+  it("a signed-in user changes their password with the current one; the old one stops working", async () => {
+    const email = "change@example.test";
+    expect((await admin("POST", "/orgs/default/users", { email, password: "first password 1" })).status).toBe(
+      201,
+    );
+    const page = await freshPage();
+    await signIn(page, email, "first password 1");
+    await page.getByRole("navigation").getByRole("link", { name: "Account" }).click();
+    await screenshot(page, "account");
+    await page.getByLabel("Current password").fill("first password 1");
+    await page.getByLabel("New password").fill("second password 2");
+    await page.getByLabel("Repeat the password").fill("second password 2");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.getByText("Your password was changed.").waitFor();
+    const again = await freshPage();
+    await again.goto(`${server.url}/dashboard/sign-in`);
+    await again.getByLabel("Email").fill(email);
+    await again.getByLabel("Password").fill("first password 1");
+    await again.getByRole("button", { name: "Sign in" }).click();
+    await again.getByText("Incorrect email or password.").waitFor();
+    await signIn(again, email, "second password 2");
   });
 
   it("never writes a secret, password or session cookie to the logs", async () => {

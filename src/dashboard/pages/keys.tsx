@@ -1,9 +1,11 @@
-// API keys of the active org: list, create (the secret is shown once, in the POST response), revoke with a
-// confirmation (a <dialog> with JS, a confirmation page without). Owners and members alike manage their org's keys.
+// API keys of the active org: list, create (Post/Redirect/Get: the secret is shown once, from a one-time flash, so
+// a reload creates nothing and shows no secret), revoke with a confirmation (a <dialog> with JS, a confirmation
+// page without). Owners and members alike manage their org's keys.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { domainApiError } from "../../errors/domain-errors.js";
-import type { CreatedKey, KeyInfo } from "../../tenancy/types.js";
+import type { KeyInfo } from "../../tenancy/types.js";
+import { type FlashOf, redirectWithFlash, takeFlash } from "../flash.js";
 import {
   ConfirmDialog,
   ConfirmTrigger,
@@ -23,7 +25,7 @@ import type { DashboardAuth, DashboardDeps, DashboardEnv } from "../session.js";
 const TITLE = "API keys";
 
 interface KeysView {
-  created?: CreatedKey | undefined;
+  created?: FlashOf<"key"> | undefined;
   notice?: PageMessage | undefined;
   /** What the create form was given, when it is shown again with an error. */
   name?: string | undefined;
@@ -42,7 +44,7 @@ export function registerKeys(app: Hono<DashboardEnv>, deps: DashboardDeps): void
             kind: "success" as const,
             text: `Revoked ${keyLabel(revoked)}. Requests with it are now refused.`,
           };
-    return keysPage(c, keys, { notice });
+    return keysPage(c, keys, { notice, created: await takeFlash(c, deps, "key") });
   });
 
   // Without JS, "Create API key" leads here; with JS the same form opens in a dialog on the list.
@@ -70,8 +72,13 @@ export function registerKeys(app: Hono<DashboardEnv>, deps: DashboardDeps): void
         name: name === "" ? undefined : name,
         actor: auth.user.id,
       });
-      // Rendered here, not redirected: the secret must never travel in a URL.
-      return keysPage(c, await deps.tenancy.keys.list(auth.org.orgName), { created });
+      // Redirected, so a reload cannot create a second key; the secret rides in a sealed flash, never the URL.
+      return redirectWithFlash(c, deps, "/keys", {
+        kind: "key",
+        name: created.name,
+        key: created.key,
+        last4: created.last4,
+      });
     } catch (err) {
       // A name or expiry the service refuses; anything else is a bug and goes up.
       const refused = domainApiError(err);
@@ -154,7 +161,7 @@ function keysPage(
       <MessageNotice message={view.notice} />
       {view.created === undefined ? null : (
         <div>
-          <Notice kind="success">Created {keyLabel(toListed(view.created))}.</Notice>
+          <Notice kind="success">Created {keyLabel(view.created)}.</Notice>
           <SecretField id="secret-key" label="Secret key" value={view.created.key}>
             Copy this secret key now and keep it somewhere safe. You won't see it again: Hearth stores only a
             hash of it.
@@ -277,8 +284,4 @@ function shortKey(key: Pick<KeyInfo, "last4">): string {
 
 function keyLabel(key: Pick<KeyInfo, "name" | "last4">): string {
   return key.name === null ? shortKey(key) : `"${key.name}" (${shortKey(key)})`;
-}
-
-function toListed(key: CreatedKey): Pick<KeyInfo, "name" | "last4"> {
-  return { name: key.name, last4: key.last4 };
 }

@@ -1,16 +1,14 @@
-// Members of the active org. Everyone sees the list; only owners add members (a generated password is shown
-// once), change roles and remove members. An org always keeps at least one owner.
+// Members of the active org. Everyone sees the list; only owners invite people (a single-use link shown once,
+// through a flash: the same answer whether or not the email has an account), withdraw invitations, change roles
+// and remove members. An org always keeps at least one owner.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { domainApiError } from "../../errors/domain-errors.js";
 import type { ErrorCode } from "../../errors/error-codes.js";
 import { MemberNotFoundError } from "../../tenancy/errors.js";
-import {
-  type AddedMember,
-  MEMBERSHIP_ROLES,
-  type MembershipRole,
-  type OrgUser,
-} from "../../tenancy/types.js";
+import type { Invitation } from "../../tenancy/invitations.js";
+import { MEMBERSHIP_ROLES, type MembershipRole, type OrgUser } from "../../tenancy/types.js";
+import { type FlashOf, redirectWithFlash, takeFlash } from "../flash.js";
 import {
   ConfirmDialog,
   ConfirmTrigger,
@@ -30,7 +28,7 @@ import { type DashboardAuth, type DashboardDeps, type DashboardEnv, requireOwner
 const TITLE = "Members";
 
 interface MembersView {
-  added?: AddedMember | undefined;
+  invited?: FlashOf<"invitation"> | undefined;
   notice?: PageMessage | undefined;
   email?: string | undefined;
 }
@@ -38,12 +36,16 @@ interface MembersView {
 const NOTICES: Record<string, string> = {
   role: "The role was changed.",
   removed: "The member was removed.",
+  withdrawn: "The invitation was withdrawn: its link no longer works.",
 };
 
 export function registerMembers(app: Hono<DashboardEnv>, deps: DashboardDeps): void {
   app.get("/members", async (c) => {
     const done = NOTICES[c.req.query("done") ?? ""];
-    return membersPage(c, deps, { notice: done === undefined ? undefined : { kind: "success", text: done } });
+    return membersPage(c, deps, {
+      notice: done === undefined ? undefined : { kind: "success", text: done },
+      invited: await takeFlash(c, deps, "invitation"),
+    });
   });
 
   app.post("/members", async (c) => {
@@ -53,17 +55,38 @@ export function registerMembers(app: Hono<DashboardEnv>, deps: DashboardDeps): v
     const form = await c.req.parseBody();
     const email = typeof form.email === "string" ? form.email : "";
     const role = parseRole(form.role);
+    let invitation: Awaited<ReturnType<typeof deps.tenancy.invitations.create>>;
     try {
-      const added = await deps.tenancy.members.add({
+      invitation = await deps.tenancy.invitations.create({
         orgName: auth.org.orgName,
         email,
         role,
         actor: auth.user.id,
       });
-      return membersPage(c, deps, { added });
     } catch (err) {
       return memberError(c, deps, err, { email });
     }
+    // The same link and words whether or not the email has an account: the link's page sorts that out for
+    // whoever holds it. Redirected with a flash, so a reload neither re-invites nor shows the link again.
+    return redirectWithFlash(c, deps, "/members", {
+      kind: "invitation",
+      email: invitation.email,
+      role: invitation.role,
+      link: `${new URL(c.req.url).origin}${auth.base}/join/${invitation.token}`,
+      expiresAt: invitation.expiresAt.toISOString(),
+    });
+  });
+
+  app.post("/members/invitations/:id/withdraw", async (c) => {
+    const refused = requireOwner(c, "withdraw invitations");
+    if (refused !== null) return refused;
+    const auth = c.get("auth");
+    try {
+      await deps.tenancy.invitations.withdraw(auth.org.orgName, c.req.param("id"), auth.user.id);
+    } catch (err) {
+      return memberError(c, deps, err);
+    }
+    return c.redirect(link(auth, "/members", { done: "withdrawn" }), 303);
   });
 
   app.post("/members/:userId/role", async (c) => {
@@ -133,6 +156,7 @@ function parseRole(value: unknown): MembershipRole {
 /** The failures a member change expects (a duplicate membership is `conflict`, a bad email or role a 400). */
 const MEMBER_FAILURES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([
   "last_owner",
+  "not_found",
   "conflict",
   "member_not_found",
   "invalid_request_error",
@@ -150,7 +174,9 @@ function memberError(
   const text =
     refused.code === "member_not_found"
       ? `There is no such member in "${c.get("auth").org.orgName}". Nothing was changed.`
-      : `Nothing was changed: ${refused.message}`;
+      : refused.code === "not_found"
+        ? `There is no such pending invitation in "${c.get("auth").org.orgName}". Nothing was changed.`
+        : `Nothing was changed: ${refused.message}`;
   const status = refused.status as ContentfulStatusCode;
   return membersPage(c, deps, { ...view, notice: { kind: "error", text } }, status);
 }
@@ -164,13 +190,14 @@ async function membersPage(
   const auth = c.get("auth");
   const members = await deps.tenancy.users.list(auth.org.orgName);
   const isOwner = auth.org.role === "owner";
+  const pending = isOwner ? await deps.tenancy.invitations.pendingOf(auth.org.orgName) : [];
   return renderPage(
     c,
     { title: TITLE, active: "members", status },
     <>
       <h1>{TITLE}</h1>
       <MessageNotice message={view.notice} />
-      {view.added === undefined ? null : <Added added={view.added} />}
+      {view.invited === undefined ? null : <Invited invited={view.invited} orgName={auth.org.orgName} />}
       {isOwner ? null : (
         <Notice kind="info">
           Only owners of {auth.org.orgName} can add members, change roles or remove members.
@@ -218,6 +245,7 @@ async function membersPage(
           </tbody>
         </table>
       </div>
+      {pending.length === 0 ? null : <PendingInvitations auth={auth} pending={pending} />}
       {isOwner ? <AddMemberForm auth={auth} email={view.email} /> : null}
       {isOwner ? (
         <ConfirmDialog id="remove-dialog" auth={auth} title="Remove member" confirm="Remove member">
@@ -231,19 +259,56 @@ async function membersPage(
   );
 }
 
-const Added = ({ added }: { added: AddedMember }) => (
+const Invited = ({ invited, orgName }: { invited: FlashOf<"invitation">; orgName: string }) => (
   <div>
     <Notice kind="success">
-      Added {added.member.email} as {added.member.role}.
-      {added.newUser
-        ? ""
-        : " They already had a Hearth account: they sign in with their own password and choose this organization."}
+      Invitation created for {invited.email} as {invited.role}: send this link to the person.
     </Notice>
-    {added.generatedPassword === null ? null : (
-      <SecretField id="new-password" label="Temporary password" value={added.generatedPassword}>
-        Give this password to {added.member.email} over a safe channel. You won't see it again.
-      </SecretField>
-    )}
+    <SecretField id="invitation-link" label="Invitation link" value={invited.link}>
+      Send it to {invited.email} over a channel you trust: whoever opens it can join {orgName}. It works once,
+      until {formatDate(new Date(invited.expiresAt))}. You won't see it again; invite the same email again for
+      a new link.
+    </SecretField>
+  </div>
+);
+
+const PendingInvitations = ({ auth, pending }: { auth: DashboardAuth; pending: Invitation[] }) => (
+  <div class="table-wrap">
+    <table>
+      <caption class="hint">Pending invitations to {auth.org.orgName}</caption>
+      <thead>
+        <tr>
+          <th scope="col">Email</th>
+          <th scope="col">Role</th>
+          <th scope="col" class="opt">
+            Expires
+          </th>
+          <th scope="col">
+            <span class="visually-hidden">Actions</span>
+          </th>
+        </tr>
+      </thead>
+      <tbody>
+        {pending.map((invitation) => (
+          <tr data-invitation-id={invitation.id}>
+            <td>{invitation.email}</td>
+            <td>{invitation.role}</td>
+            <td class="opt">{formatDate(invitation.expiresAt)}</td>
+            <td>
+              <PostForm
+                auth={auth}
+                action={`/members/invitations/${invitation.id}/withdraw`}
+                class="row-form"
+              >
+                <button type="submit" class="secondary">
+                  Withdraw
+                </button>
+              </PostForm>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
   </div>
 );
 
@@ -267,7 +332,7 @@ const RoleForm = ({ auth, member }: { auth: DashboardAuth; member: OrgUser }) =>
 
 const AddMemberForm = ({ auth, email }: { auth: DashboardAuth; email?: string | undefined }) => (
   <section class="card">
-    <h2>Add a member</h2>
+    <h2>Invite a member</h2>
     <PostForm auth={auth} action="/members">
       <TextField
         id="member-email"
@@ -285,7 +350,10 @@ const AddMemberForm = ({ auth, email }: { auth: DashboardAuth; email?: string | 
           <option value="owner">owner: also manages members</option>
         </select>
       </div>
-      <p class="hint">A new account gets a random password, shown to you once, to hand over.</p>
+      <p class="hint">
+        You get a single-use link to send them. They choose their own password, or accept with the account
+        they have; nobody else learns it.
+      </p>
       <button type="submit">Add member</button>
     </PostForm>
   </section>
