@@ -6,6 +6,7 @@ import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { requireApiKey } from "../auth/require-api-key.js";
 import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
+import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "../dashboard/operator/operator-session.js";
 import {
   ApiError,
   EngineOverloadedError,
@@ -22,6 +23,7 @@ import type { Services } from "./services.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
+  /** `operatorThrottle` counts wrong admin tokens at the admin API too: one budget per address for both doors. */
   dashboard?: Pick<DashboardOptions, "sessionIdleMs" | "sessionLifetimeMs" | "throttle" | "operatorThrottle">;
 }
 
@@ -30,7 +32,9 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const { logger } = services;
   const maxBodyBytes = services.config.server.maxBodyBytes;
 
-  app.use("*", requestId(logger));
+  app.use("*", requestId(logger, services.clientAddress));
+  const adminThrottle =
+    options.dashboard?.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, services.redis);
 
   // 200 once the store is ready and every model can serve; the body names each model's state (and each upstream
   // endpoint's), so an operator sees what is down. Endpoint URLs carry no credentials.
@@ -114,7 +118,12 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   app.route("/v1", v1);
   app.route(
     "/admin/v1",
-    createAdminApp(services.tenancy, services.adminToken, { usage: services.usageQueries }),
+    createAdminApp(services.tenancy, services.adminToken, {
+      usage: services.usageQueries,
+      throttle: adminThrottle,
+      clientAddress: services.clientAddress,
+      logger,
+    }),
   );
   app.route(
     "/dashboard",
@@ -127,6 +136,9 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       health: () => services.engine.health(),
       adminToken: services.adminToken,
       redis: services.redis,
+      clientAddress: services.clientAddress,
+      operatorThrottle: adminThrottle,
+      signInConcurrency: services.config.server.signInConcurrency,
       ...options.dashboard,
     }),
   );

@@ -2,6 +2,7 @@
 import { mkdirSync } from "node:fs";
 import type { Redis } from "ioredis";
 import { loadOrCreateAdminToken } from "../admin/admin-token.js";
+import { type ClientAddress, createClientAddress } from "../auth/client-address.js";
 import { loadOrCreateKeySecret } from "../auth/key-secret.js";
 import { Accounting } from "../completions/accounting.js";
 import { CompletionsService } from "../completions/completions-service.js";
@@ -45,6 +46,8 @@ export interface Services {
   storeReady: () => boolean;
   /** True once SIGTERM started the drain: /health answers 503 so balancers stop sending. */
   draining: () => boolean;
+  /** The client's address (server.trustedProxies): the one answer for throttles and logs. */
+  clientAddress: ClientAddress;
 }
 
 export interface BuildServicesOptions {
@@ -77,6 +80,8 @@ export async function buildServices(
 ): Promise<ServiceGraph> {
   const { engine, logger } = options;
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // First, so a token too short to start with is refused before the store is opened.
+  const adminToken = loadOrCreateAdminToken(config);
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   let tenancy: Tenancy;
   let services: Services;
@@ -93,7 +98,7 @@ export async function buildServices(
       engine,
       tenancy,
       db: store.db,
-      adminToken: loadOrCreateAdminToken(config),
+      adminToken,
       logger,
       ...(options.draining === undefined ? {} : { draining: options.draining }),
     });
@@ -154,6 +159,7 @@ function createServices(parts: ServiceParts): Services {
     completions: new CompletionsService({ engine, access: modelAccess, limiter, accounting }),
     storeReady: () => true,
     draining: parts.draining ?? (() => false),
+    clientAddress: createClientAddress(config.server.trustedProxies),
   };
 }
 

@@ -68,6 +68,21 @@ export class AdminAuthError extends ApiError {
   }
 }
 
+/**
+ * 429 when an address has spent its budget of wrong credentials (admin token): every attempt, right or wrong, is
+ * refused until the window refills, so guessing learns nothing. retry-after says when, in whole seconds.
+ */
+export class AuthThrottledError extends ApiError {
+  constructor(message: string, retryAfterMs: number) {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    const minutes = Math.max(1, Math.ceil(seconds / 60));
+    super(429, "requests", `${message} Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`, {
+      code: "too_many_failed_attempts",
+      headers: { "retry-after": String(seconds), "retry-after-ms": String(seconds * 1000) },
+    });
+  }
+}
+
 /** 404 for a model that does not exist or is not granted — one text for both, so there is no existence oracle. */
 export class ModelNotFoundError extends ApiError {
   constructor(model: string) {

@@ -27,6 +27,7 @@ import {
 import {
   AdminAuthError,
   type ApiError,
+  AuthThrottledError,
   ClientClosedRequestError,
   ConflictError,
   ContextLengthError,
@@ -140,6 +141,7 @@ describe("the error-code registry", () => {
       new ContextLengthError("x"),
       new InvalidApiKeyError(),
       new AdminAuthError(),
+      new AuthThrottledError("x", 1000),
       new ModelNotFoundError("m"),
       new NotFoundError("x"),
       new NotFoundError("x", "unknown_url"),

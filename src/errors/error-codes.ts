@@ -26,6 +26,8 @@ export const ERROR_CODES = Object.freeze({
   last_owner: 409,
   request_too_large: 413,
   rate_limit_exceeded: 429,
+  /** Too many wrong credentials (admin tokens) from one address: refused until the window refills. */
+  too_many_failed_attempts: 429,
   /** nginx's 499: the client left before its request was admitted; nobody reads the body. */
   client_closed_request: 499,
   server_error: 500,
