@@ -2,15 +2,17 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { createAdminApp } from "../admin/admin-app.js";
+import { adminTokenMatches } from "../admin/admin-token.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
-import { requireApiKey } from "../auth/require-api-key.js";
+import { bearerCredential, requireApiKey } from "../auth/require-api-key.js";
 import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
 import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "../dashboard/operator/operator-session.js";
 import {
   ApiError,
   EngineOverloadedError,
   MethodNotAllowedError,
+  MetricsAuthError,
   NotFoundError,
   PayloadTooLargeError,
 } from "../errors/api-error.js";
@@ -62,7 +64,15 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   });
 
   // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.
+  // With metrics.token set, only a scrape presenting it as a Bearer token reads them.
+  const metricsToken = services.config.metricsToken;
   app.get("/metrics", async (c) => {
+    if (metricsToken !== undefined) {
+      const presented = bearerCredential(c.req.header("authorization"));
+      // Compared in constant time, like the admin token.
+      if (presented === undefined || !adminTokenMatches(metricsToken, presented))
+        throw new MetricsAuthError();
+    }
     const { contentType, body } = await services.metrics.render();
     return c.body(body, 200, { "content-type": contentType });
   });

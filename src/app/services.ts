@@ -1,9 +1,11 @@
 // The composition root's one builder: the typed services bag over the store, built the same way by main.ts and tests.
 import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { Redis } from "ioredis";
-import { loadOrCreateAdminToken } from "../admin/admin-token.js";
+import { adminTokenPath, loadOrCreateAdminToken } from "../admin/admin-token.js";
 import { type ClientAddress, createClientAddress } from "../auth/client-address.js";
-import { loadOrCreateKeySecret } from "../auth/key-secret.js";
+import { KEY_SECRET_FILE, loadOrCreateKeySecret } from "../auth/key-secret.js";
+import { accessByOthers } from "../auth/secret-file.js";
 import { Accounting } from "../completions/accounting.js";
 import { CompletionsService } from "../completions/completions-service.js";
 import { ModelAccess } from "../completions/model-access.js";
@@ -20,6 +22,7 @@ import { createTenancy, type Tenancy, type TenancyOptions } from "../tenancy/ten
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
 import type { UsageMeter } from "../usage/types.js";
+import { firstStartCredentialsPath } from "./first-start.js";
 
 export interface Services {
   config: HearthConfig;
@@ -93,6 +96,7 @@ export async function buildServices(
       onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
       ...options.tenancy,
     });
+    warnAboutExposedSecrets(config, logger);
     services = createServices({
       config,
       engine,
@@ -116,6 +120,29 @@ export async function buildServices(
     return disposing;
   };
   return { services, store, dispose };
+}
+
+/**
+ * Warns (once, at start) about the data dir and the secret files in it when the group or other users of the
+ * machine can read them: they hold the admin token, the key secret, password hashes and the first credentials.
+ */
+function warnAboutExposedSecrets(config: HearthConfig, logger: Logger): void {
+  const paths = [
+    config.dataDir,
+    config.adminToken === undefined ? adminTokenPath(config) : undefined,
+    config.keySecret === undefined ? join(config.dataDir, KEY_SECRET_FILE) : undefined,
+    firstStartCredentialsPath(config.dataDir),
+  ];
+  for (const path of paths) {
+    if (path === undefined) continue;
+    const mode = accessByOthers(path);
+    if (mode === undefined) continue;
+    const want = path === config.dataDir ? "700" : "600";
+    logger.warn(
+      { path, mode: mode.toString(8).padStart(3, "0") },
+      `${path} can be read by other users of this machine; it holds secrets: chmod ${want} it`,
+    );
+  }
 }
 
 interface ServiceParts {

@@ -130,6 +130,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     redisUrl: env.HEARTH_REDIS_URL || undefined,
     modelsDir: resolve(env.HEARTH_MODELS_DIR || join(homedir(), ".cache", "hearth", "models")),
     adminToken: env.HEARTH_ADMIN_TOKEN || undefined,
+    metricsToken: env.HEARTH_METRICS_TOKEN || parsed.data.metrics.token,
     keySecret,
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",

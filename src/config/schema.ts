@@ -213,6 +213,23 @@ export const serverConfigSchema = z
       .max(64)
       .default(2)
       .describe("dashboard password checks (scrypt, 32 MiB each) at once; more at the same moment get 429"),
+    bootstrapKeyExpiresInDays: z
+      .number()
+      .int()
+      .min(0)
+      .max(3650)
+      .default(7)
+      .describe("lifetime of the API key created on first start; 0: it never expires"),
+  })
+  .strict();
+
+export const metricsConfigSchema = z
+  .object({
+    token: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("Bearer token /metrics requires (HEARTH_METRICS_TOKEN); unset: /metrics is open"),
   })
   .strict();
 
@@ -220,6 +237,7 @@ export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
     models: z.array(modelEntrySchema).min(1).optional(),
+    metrics: metricsConfigSchema.default({}),
   })
   .strict();
 
@@ -249,6 +267,8 @@ export interface HearthConfig {
   redisUrl: string | undefined;
   modelsDir: string;
   adminToken: string | undefined;
+  /** metrics.token or HEARTH_METRICS_TOKEN: /metrics then needs it as a Bearer token. Optional like keySecret. */
+  metricsToken?: string | undefined;
   /** HEARTH_KEY_SECRET: 64 hex chars that API keys are HMAC'd with; else <dataDir>/key-secret is used. */
   // Optional so configs built by hand (tests, other tools) need not name it.
   keySecret?: string | undefined;

@@ -68,6 +68,16 @@ export class AdminAuthError extends ApiError {
   }
 }
 
+/** 401 on /metrics when metrics.token is set: the scrape's Bearer token is missing or wrong. */
+export class MetricsAuthError extends ApiError {
+  constructor() {
+    super(401, "invalid_request_error", "Missing or invalid metrics token.", {
+      code: "invalid_metrics_token",
+      headers: { "www-authenticate": 'Bearer realm="metrics"' },
+    });
+  }
+}
+
 /**
  * 429 when an address has spent its budget of wrong credentials (admin token): every attempt, right or wrong, is
  * refused until the window refills, so guessing learns nothing. retry-after says when, in whole seconds.

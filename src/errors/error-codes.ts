@@ -10,6 +10,8 @@ export const ERROR_CODES = Object.freeze({
   unknown_model: 400,
   invalid_api_key: 401,
   invalid_admin_token: 401,
+  /** /metrics with metrics.token set: the Bearer token is missing or wrong. */
+  invalid_metrics_token: 401,
   /** A model that does not exist or is not granted: one code for both, so there is no existence oracle. */
   model_not_found: 404,
   not_found: 404,
