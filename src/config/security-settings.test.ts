@@ -56,3 +56,16 @@ describe("server.bootstrapKeyExpiresInDays and server.signInConcurrency", () => 
     });
   });
 });
+
+describe("hearth.example.yaml", () => {
+  it("loads, with the documented security defaults", () => {
+    const path = join(import.meta.dirname, "..", "..", "hearth.example.yaml");
+    const config = loadConfig({ configPath: path, env: {} });
+    expect(config.server).toMatchObject({
+      trustedProxies: [],
+      signInConcurrency: 2,
+      bootstrapKeyExpiresInDays: 7,
+    });
+    expect(config.metricsToken).toBeUndefined();
+  });
+});
