@@ -2,6 +2,11 @@
 // createApp → serve; SIGTERM drains, then disposes.
 import { type ServerType, serve } from "@hono/node-server";
 import { createApp } from "./app/create-app.js";
+import {
+  firstKeyAnnouncement,
+  firstOwnerAnnouncement,
+  writeFirstStartCredentials,
+} from "./app/first-start.js";
 import { buildServices, type Services } from "./app/services.js";
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS, type HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
@@ -13,6 +18,8 @@ import { createProgressReporter } from "./models/progress.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { DEFAULT_OWNER_EMAIL } from "./tenancy/bootstrap.js";
+
+const DAY_MS = 24 * 60 * 60 * 1000;
 
 export interface RunningServer {
   url: string;
@@ -70,19 +77,12 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   metrics = services.metrics;
   // Every configured model, upstream ones included: the first org is granted all it may call.
   const modelIds = config.modelIds;
-  const firstKey = await services.tenancy.bootstrap(modelIds, { ownerEmail: DEFAULT_OWNER_EMAIL });
-  if (firstKey !== null) {
-    announce(
-      [
-        "",
-        `Hearth created organization "${firstKey.orgName}" with every configured model.`,
-        "Its first API key is shown once, now; store it somewhere safe:",
-        "",
-        `  ${firstKey.key}`,
-        "",
-      ].join("\n"),
-    );
-  }
+  const bootstrapDays = config.server.bootstrapKeyExpiresInDays;
+  const firstKey = await services.tenancy.bootstrap(modelIds, {
+    ownerEmail: DEFAULT_OWNER_EMAIL,
+    keyLifetimeMs: bootstrapDays === 0 ? undefined : bootstrapDays * DAY_MS,
+  });
+  if (firstKey !== null) announce(firstKeyAnnouncement(firstKey));
   const app = createApp(services);
 
   const server: ServerType = await new Promise((resolve) => {
@@ -94,15 +94,17 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const port = typeof address === "object" && address !== null ? address.port : config.server.port;
   const url = `http://${config.server.host}:${port}`;
   logger.info({ url }, "listening");
-  if (firstKey?.owner) {
-    announce(
-      [
-        `Sign in to the dashboard at ${url}/dashboard as its first owner (shown once, now):`,
-        `  Email:    ${firstKey.owner.email}`,
-        `  Password: ${firstKey.owner.password}`,
-        "",
-      ].join("\n"),
-    );
+  if (firstKey !== null) {
+    if (firstKey.owner !== null) announce(firstOwnerAnnouncement(firstKey.owner, url));
+    try {
+      const saved = writeFirstStartCredentials(config.dataDir, firstKey, url);
+      announce(
+        `These credentials were also written to ${saved} (mode 0600); delete it once they are stored.\n`,
+      );
+    } catch (err) {
+      // The console still shows them; a read-only data dir must not stop the server that already listens.
+      logger.error({ err }, "writing the first-start credentials file failed; copy them from above");
+    }
   }
 
   const engineReady = Promise.all([llama?.start(), upstream?.start()]).then(() => undefined);

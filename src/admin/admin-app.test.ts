@@ -14,7 +14,7 @@ import { PgUsageMeter } from "../usage/pg-meter.js";
 import type { UsageRecord } from "../usage/types.js";
 import { loadOrCreateAdminToken, readAdminToken } from "./admin-token.js";
 
-const ADMIN_TOKEN = "hearth-admin-test-token";
+const ADMIN_TOKEN = "hearth-admin-test-token-0123456789";
 const MODELS = ["tiny", "small", "vendor/big"];
 
 let harness: TestApp<FakeEngine>;
@@ -482,6 +482,7 @@ describe("admin token file", () => {
     expect(statSync(join(dataDir, "admin-token")).mode & 0o777).toBe(0o600);
     expect(loadOrCreateAdminToken({ dataDir, adminToken: undefined })).toBe(token);
     expect(readAdminToken({ dataDir, adminToken: undefined })).toBe(token);
-    expect(loadOrCreateAdminToken({ dataDir, adminToken: "from-env" })).toBe("from-env");
+    const fromEnv = "from-env-0123456789abcdefghijklmnopqrstuvwxyz";
+    expect(loadOrCreateAdminToken({ dataDir, adminToken: fromEnv })).toBe(fromEnv);
   });
 });

@@ -4,10 +4,12 @@ import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import type { z } from "zod";
 import type { AppEnv } from "../app/env.js";
+import { type ClientAddress, createClientAddress } from "../auth/client-address.js";
 import { bearerCredential } from "../auth/require-api-key.js";
-import { AdminAuthError } from "../errors/api-error.js";
+import { AdminAuthError, AuthThrottledError } from "../errors/api-error.js";
 import { type DomainErrorHints, domainApiError } from "../errors/domain-errors.js";
 import { parseJsonBody, validate } from "../errors/validation.js";
+import type { Logger } from "../observability/logger.js";
 import { ADMIN_ACTOR } from "../tenancy/audit.js";
 import { OrgNotFoundError } from "../tenancy/errors.js";
 import type { Tenancy } from "../tenancy/tenancy.js";
@@ -32,16 +34,48 @@ import {
   userWire,
 } from "./wire.js";
 
+/** Counts wrong admin tokens per address (the dashboard's operator throttle: one budget for both doors). */
+export interface AdminTokenThrottle {
+  /** Takes an attempt before the token is compared; 0: go on, else milliseconds until one may be made. */
+  take(attempt: { email: string; address: string }): Promise<number>;
+  /** The token was right: the attempt is given back. */
+  succeeded(attempt: { email: string; address: string }): Promise<void>;
+}
+
 export interface AdminAppOptions {
   /** Serves GET /orgs/:name/usage; without it that route does not exist. */
   usage?: UsageQueries;
+  /** Wrong admin tokens per address; beyond the budget every token is refused with 429. Default: none. */
+  throttle?: AdminTokenThrottle;
+  /** The client's address for the throttle and the log (services.clientAddress). */
+  clientAddress?: ClientAddress;
+  logger?: Logger;
 }
 
-/** Only the admin token opens these routes; an API key, however valid, is just a wrong token here. */
-export function requireAdminToken(adminToken: string): MiddlewareHandler<AppEnv> {
+/** The throttle's "account": there is one admin token (the same name as the operator sign-in's). */
+const ADMIN_TOKEN_ACCOUNT = "operator";
+
+/**
+ * Only the admin token opens these routes; an API key, however valid, is just a wrong token here. A presented
+ * token is counted against the address's budget before it is compared, so a burst of guesses cannot all be
+ * compared; a request without any token guesses nothing and is not counted.
+ */
+export function requireAdminToken(
+  adminToken: string,
+  options: Pick<AdminAppOptions, "throttle" | "clientAddress" | "logger"> = {},
+): MiddlewareHandler<AppEnv> {
+  const clientAddress = options.clientAddress ?? createClientAddress([]);
   return async function requireAdminToken(c, next) {
     const presented = bearerCredential(c.req.header("authorization"));
-    if (presented === undefined || !adminTokenMatches(adminToken, presented)) throw new AdminAuthError();
+    if (presented === undefined) throw new AdminAuthError();
+    const attempt = { email: ADMIN_TOKEN_ACCOUNT, address: clientAddress(c) };
+    const waitMs = (await options.throttle?.take(attempt)) ?? 0;
+    if (waitMs > 0) throw new AuthThrottledError("Too many wrong admin tokens from your address.", waitMs);
+    if (!adminTokenMatches(adminToken, presented)) {
+      options.logger?.warn({ requestId: c.get("requestId"), client: attempt.address }, "wrong admin token");
+      throw new AdminAuthError();
+    }
+    await options.throttle?.succeeded(attempt);
     await next();
   };
 }
@@ -52,7 +86,7 @@ export function createAdminApp(
   options: AdminAppOptions = {},
 ): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  app.use("*", requireAdminToken(adminToken));
+  app.use("*", requireAdminToken(adminToken, options));
 
   app.get("/orgs", async (c) => {
     const orgs = await tenancy.orgs.list();

@@ -2,6 +2,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { readOrCreateSecretFile, readSecretFile } from "../auth/secret-file.js";
+import { ConfigError } from "../config/load.js";
 import type { HearthConfig } from "../config/schema.js";
 import { base62 } from "../store/ids.js";
 
@@ -13,12 +14,26 @@ export function adminTokenPath(config: Pick<HearthConfig, "dataDir">): string {
   return join(config.dataDir, ADMIN_TOKEN_FILE);
 }
 
-/** For the server: the configured token, or the data dir's token file, created on first start. */
+/** Shorter admin tokens are refused at start: the token opens every org, and guessing must stay hopeless. */
+export const MIN_ADMIN_TOKEN_LENGTH = 32;
+
+/**
+ * For the server: the configured token, or the data dir's token file, created on first start. A token shorter
+ * than MIN_ADMIN_TOKEN_LENGTH (set by hand in HEARTH_ADMIN_TOKEN or the file) is a ConfigError: nothing starts.
+ */
 export function loadOrCreateAdminToken(config: Pick<HearthConfig, "dataDir" | "adminToken">): string {
-  return (
+  const where =
+    config.adminToken === undefined ? `The admin token in ${adminTokenPath(config)}` : "HEARTH_ADMIN_TOKEN";
+  const token =
     config.adminToken ??
-    readOrCreateSecretFile(adminTokenPath(config), () => ADMIN_TOKEN_PREFIX + base62(randomBytes(32)))
-  );
+    readOrCreateSecretFile(adminTokenPath(config), () => ADMIN_TOKEN_PREFIX + base62(randomBytes(32)));
+  if (token.length < MIN_ADMIN_TOKEN_LENGTH) {
+    throw new ConfigError(
+      `${where} is ${token.length} characters long; an admin token must have at least ${MIN_ADMIN_TOKEN_LENGTH} ` +
+        "(a random value, e.g. from `openssl rand -hex 32`). The server was not started.",
+    );
+  }
+  return token;
 }
 
 /** For the CLI: the configured token or the data dir's token file; never creates one. */

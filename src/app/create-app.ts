@@ -2,14 +2,17 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { createAdminApp } from "../admin/admin-app.js";
+import { adminTokenMatches } from "../admin/admin-token.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
-import { requireApiKey } from "../auth/require-api-key.js";
+import { bearerCredential, requireApiKey } from "../auth/require-api-key.js";
 import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
+import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "../dashboard/operator/operator-session.js";
 import {
   ApiError,
   EngineOverloadedError,
   MethodNotAllowedError,
+  MetricsAuthError,
   NotFoundError,
   PayloadTooLargeError,
 } from "../errors/api-error.js";
@@ -22,6 +25,7 @@ import type { Services } from "./services.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
+  /** `operatorThrottle` counts wrong admin tokens at the admin API too: one budget per address for both doors. */
   dashboard?: Pick<DashboardOptions, "sessionIdleMs" | "sessionLifetimeMs" | "throttle" | "operatorThrottle">;
 }
 
@@ -30,7 +34,9 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const { logger } = services;
   const maxBodyBytes = services.config.server.maxBodyBytes;
 
-  app.use("*", requestId(logger));
+  app.use("*", requestId(logger, services.clientAddress));
+  const adminThrottle =
+    options.dashboard?.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, services.redis);
 
   // 200 once the store answers and every model can serve; the body names the store's and each model's state (and
   // each upstream endpoint's), so an operator sees what is down. Endpoint URLs carry no credentials. The store
@@ -59,7 +65,15 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   });
 
   // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.
+  // With metrics.token set, only a scrape presenting it as a Bearer token reads them.
+  const metricsToken = services.config.metricsToken;
   app.get("/metrics", async (c) => {
+    if (metricsToken !== undefined) {
+      const presented = bearerCredential(c.req.header("authorization"));
+      // Compared in constant time, like the admin token.
+      if (presented === undefined || !adminTokenMatches(metricsToken, presented))
+        throw new MetricsAuthError();
+    }
     const { contentType, body } = await services.metrics.render();
     return c.body(body, 200, { "content-type": contentType });
   });
@@ -115,7 +129,12 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   app.route("/v1", v1);
   app.route(
     "/admin/v1",
-    createAdminApp(services.tenancy, services.adminToken, { usage: services.usageQueries }),
+    createAdminApp(services.tenancy, services.adminToken, {
+      usage: services.usageQueries,
+      throttle: adminThrottle,
+      clientAddress: services.clientAddress,
+      logger,
+    }),
   );
   app.route(
     "/dashboard",
@@ -128,6 +147,9 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       health: () => services.engine.health(),
       adminToken: services.adminToken,
       redis: services.redis,
+      clientAddress: services.clientAddress,
+      operatorThrottle: adminThrottle,
+      signInConcurrency: services.config.server.signInConcurrency,
       ...options.dashboard,
     }),
   );

@@ -1,8 +1,11 @@
 // The composition root's one builder: the typed services bag over the store, built the same way by main.ts and tests.
 import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import type { Redis } from "ioredis";
-import { loadOrCreateAdminToken } from "../admin/admin-token.js";
-import { loadOrCreateKeySecret } from "../auth/key-secret.js";
+import { adminTokenPath, loadOrCreateAdminToken } from "../admin/admin-token.js";
+import { type ClientAddress, createClientAddress } from "../auth/client-address.js";
+import { KEY_SECRET_FILE, loadOrCreateKeySecret } from "../auth/key-secret.js";
+import { accessByOthers } from "../auth/secret-file.js";
 import { Accounting } from "../completions/accounting.js";
 import { CompletionsService } from "../completions/completions-service.js";
 import { ModelAccess } from "../completions/model-access.js";
@@ -20,6 +23,7 @@ import { createTenancy, type Tenancy, type TenancyOptions } from "../tenancy/ten
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
 import type { UsageMeter } from "../usage/types.js";
+import { firstStartCredentialsPath } from "./first-start.js";
 
 export interface Services {
   config: HearthConfig;
@@ -46,6 +50,8 @@ export interface Services {
   storeReady: () => Promise<boolean>;
   /** True once SIGTERM started the drain: /health answers 503 so balancers stop sending. */
   draining: () => boolean;
+  /** The client's address (server.trustedProxies): the one answer for throttles and logs. */
+  clientAddress: ClientAddress;
 }
 
 export interface BuildServicesOptions {
@@ -78,6 +84,8 @@ export async function buildServices(
 ): Promise<ServiceGraph> {
   const { engine, logger } = options;
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // First, so a token too short to start with is refused before the store is opened.
+  const adminToken = loadOrCreateAdminToken(config);
   const storeConfig = config.store ?? STORE_CONFIG_DEFAULTS;
   const store = await openStore({
     dataDir: config.dataDir,
@@ -104,12 +112,13 @@ export async function buildServices(
       staleIfErrorMs: storeConfig.staleKeysMs,
       ...options.tenancy,
     });
+    warnAboutExposedSecrets(config, logger);
     services = createServices({
       config,
       engine,
       tenancy,
       db: store.db,
-      adminToken: loadOrCreateAdminToken(config),
+      adminToken,
       logger,
       storeReady: () => storeStatus.check(),
       ...(options.draining === undefined ? {} : { draining: options.draining }),
@@ -129,6 +138,29 @@ export async function buildServices(
     return disposing;
   };
   return { services, store, dispose };
+}
+
+/**
+ * Warns (once, at start) about the data dir and the secret files in it when the group or other users of the
+ * machine can read them: they hold the admin token, the key secret, password hashes and the first credentials.
+ */
+function warnAboutExposedSecrets(config: HearthConfig, logger: Logger): void {
+  const paths = [
+    config.dataDir,
+    config.adminToken === undefined ? adminTokenPath(config) : undefined,
+    config.keySecret === undefined ? join(config.dataDir, KEY_SECRET_FILE) : undefined,
+    firstStartCredentialsPath(config.dataDir),
+  ];
+  for (const path of paths) {
+    if (path === undefined) continue;
+    const mode = accessByOthers(path);
+    if (mode === undefined) continue;
+    const want = path === config.dataDir ? "700" : "600";
+    logger.warn(
+      { path, mode: mode.toString(8).padStart(3, "0") },
+      `${path} can be read by other users of this machine; it holds secrets: chmod ${want} it`,
+    );
+  }
 }
 
 interface ServiceParts {
@@ -173,6 +205,7 @@ function createServices(parts: ServiceParts): Services {
     completions: new CompletionsService({ engine, access: modelAccess, limiter, accounting }),
     storeReady: parts.storeReady,
     draining: parts.draining ?? (() => false),
+    clientAddress: createClientAddress(config.server.trustedProxies),
   };
 }
 

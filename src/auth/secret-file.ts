@@ -1,5 +1,6 @@
-// Reads a server secret from a 0600 file in the data dir, creating it on first start.
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+// Reads a server secret from a 0600 file in the data dir, creating it on first start; writes one; and tells which
+// secret paths other users of the machine could read.
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 
 /**
@@ -35,4 +36,36 @@ function tryRead(path: string): string | undefined {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw err;
   }
+}
+
+/**
+ * Writes `text` to `path` with mode 0600, replacing any earlier file: written beside it first and renamed, so the
+ * secret never sits in a file with wider permissions, not even one left by an earlier run.
+ */
+export function writeSecretFile(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const partial = `${path}.${process.pid}.partial`;
+  try {
+    writeFileSync(partial, text, { flag: "wx", mode: 0o600 });
+    chmodSync(partial, 0o600);
+    renameSync(partial, path);
+  } catch (err) {
+    rmSync(partial, { force: true });
+    throw err;
+  }
+}
+
+/**
+ * The permission bits of `path` when its group or other users have any access to it (a secret file or the data
+ * dir holding them should be the owner's alone); undefined when they have none or the path does not exist.
+ */
+export function accessByOthers(path: string): number | undefined {
+  let mode: number;
+  try {
+    mode = statSync(path).mode & 0o777;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+  return (mode & 0o077) === 0 ? undefined : mode;
 }

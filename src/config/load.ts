@@ -12,6 +12,7 @@ import {
   type ModelConfig,
   type ModelEntry,
   modelConfigSchema,
+  serverConfigSchema,
   type UpstreamModelConfig,
   type UpstreamModelFileConfig,
 } from "./schema.js";
@@ -65,6 +66,16 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return value;
 }
 
+/** A comma-separated list ("10.0.0.1, 10.1.0.0/16"); undefined when the variable is unset or empty. */
+function envList(env: NodeJS.ProcessEnv, name: string): string[] | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return undefined;
+  return raw
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+}
+
 export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   const env = options.env ?? process.env;
   const explicitPath = options.configPath ?? (env.HEARTH_CONFIG || undefined);
@@ -79,6 +90,13 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   if (port !== undefined) server.port = port;
   const host = overrides.host ?? env.HEARTH_HOST;
   if (host !== undefined) server.host = host;
+
+  const trustedProxies = envList(env, "HEARTH_TRUSTED_PROXIES");
+  if (trustedProxies !== undefined) {
+    const checked = serverConfigSchema.shape.trustedProxies.safeParse(trustedProxies);
+    if (!checked.success) throw new ConfigError(formatZodIssues(checked.error, "HEARTH_TRUSTED_PROXIES"));
+    server.trustedProxies = checked.data;
+  }
 
   const parallel = overrides.parallel ?? envInt(env, "HEARTH_PARALLEL");
   const maxQueue = overrides.maxQueue ?? envInt(env, "HEARTH_MAX_QUEUE");
@@ -113,6 +131,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     redisUrl: env.HEARTH_REDIS_URL || undefined,
     modelsDir: resolve(env.HEARTH_MODELS_DIR || join(homedir(), ".cache", "hearth", "models")),
     adminToken: env.HEARTH_ADMIN_TOKEN || undefined,
+    metricsToken: env.HEARTH_METRICS_TOKEN || parsed.data.metrics.token,
     keySecret,
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",

@@ -1,4 +1,5 @@
 // zod schema of hearth.yaml and the built-in defaults; the types every other module reads config through.
+import { isIP } from "node:net";
 import { z } from "zod";
 
 export const DEFAULT_MODEL_ID = "smollm2-135m-instruct";
@@ -163,6 +164,21 @@ const modelEntrySchema = z.unknown().transform((entry, ctx): ModelEntry => {
     : { kind: "embedded", model: result.data as ModelConfig };
 });
 
+/** "10.0.0.1", "::1", "10.0.0.0/8" or "fd00::/8": null when `entry` is none of these. */
+export function parseProxyEntry(
+  entry: string,
+): { address: string; prefix: number; family: "ipv4" | "ipv6" } | null {
+  const [address = "", prefixText, extra] = entry.trim().split("/");
+  if (extra !== undefined) return null;
+  const version = isIP(address);
+  if (version === 0) return null;
+  const bits = version === 4 ? 32 : 128;
+  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return null;
+  const prefix = prefixText === undefined ? bits : Number(prefixText);
+  if (prefix > bits) return null;
+  return { address, prefix, family: version === 4 ? "ipv4" : "ipv6" };
+}
+
 export const serverConfigSchema = z
   .object({
     host: z.string().default("127.0.0.1"),
@@ -189,6 +205,41 @@ export const serverConfigSchema = z
       .min(100)
       .default(5000)
       .describe("SSE comment interval while a prompt is prefilled"),
+    trustedProxies: z
+      .array(
+        z
+          .string()
+          .refine((entry) => parseProxyEntry(entry) !== null, "an IP address or a CIDR range (10.0.0.0/8)"),
+      )
+      .max(1000)
+      .default([])
+      .describe(
+        "reverse proxies whose X-Forwarded-For is believed (IPs or CIDR ranges); empty: the socket's peer is the client",
+      ),
+    signInConcurrency: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(2)
+      .describe("dashboard password checks (scrypt, 32 MiB each) at once; more at the same moment get 429"),
+    bootstrapKeyExpiresInDays: z
+      .number()
+      .int()
+      .min(0)
+      .max(3650)
+      .default(7)
+      .describe("lifetime of the API key created on first start; 0: it never expires"),
+  })
+  .strict();
+
+export const metricsConfigSchema = z
+  .object({
+    token: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("Bearer token /metrics requires (HEARTH_METRICS_TOKEN); unset: /metrics is open"),
   })
   .strict();
 
@@ -254,6 +305,7 @@ export const fileConfigSchema = z
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
     store: storeConfigSchema.default(STORE_CONFIG_DEFAULTS),
     models: z.array(modelEntrySchema).min(1).optional(),
+    metrics: metricsConfigSchema.default({}),
   })
   .strict();
 
@@ -285,6 +337,8 @@ export interface HearthConfig {
   redisUrl: string | undefined;
   modelsDir: string;
   adminToken: string | undefined;
+  /** metrics.token or HEARTH_METRICS_TOKEN: /metrics then needs it as a Bearer token. Optional like keySecret. */
+  metricsToken?: string | undefined;
   /** HEARTH_KEY_SECRET: 64 hex chars that API keys are HMAC'd with; else <dataDir>/key-secret is used. */
   // Optional so configs built by hand (tests, other tools) need not name it.
   keySecret?: string | undefined;

@@ -4,12 +4,12 @@
 // Adding a page: write pages/<name>.tsx exporting register<Name>(app, deps) (see pages/keys.tsx), and register it
 // below in place of its registerComingPage line. Routes registered after requireSession get `c.var.auth` and
 // CSRF-checked POSTs for free; layout.tsx has the frame, forms, notices and dialogs.
-import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { secureHeaders } from "hono/secure-headers";
 import type { Redis } from "ioredis";
+import { type ClientAddress, createClientAddress } from "../auth/client-address.js";
 import type { Logger } from "../observability/logger.js";
 import type { Tenancy } from "../tenancy/tenancy.js";
 import { DASHBOARD_CSS, DASHBOARD_JS } from "./assets.js";
@@ -26,6 +26,7 @@ import { registerMembers } from "./pages/members.js";
 import { registerModels } from "./pages/models.js";
 import { registerSignIn, registerSignOut } from "./pages/sign-in.js";
 import { registerUsage } from "./pages/usage.js";
+import { PasswordChecks } from "./password-checks.js";
 import { type DashboardDeps, type DashboardEnv, requireSession } from "./session.js";
 import { createSignInThrottle, DEFAULT_THROTTLE_RULES, type SignInThrottle } from "./sign-in-throttle.js";
 
@@ -50,8 +51,10 @@ export interface DashboardOptions {
   throttle?: SignInThrottle | undefined;
   /** Redis shared by the replicas (HEARTH_REDIS_URL): sign-in throttles count there, so across replicas. */
   redis?: Redis | undefined;
-  /** The client's address for throttling (default: the socket's peer; behind a proxy, say how to read it). */
-  clientAddress?: ((c: Context) => string) | undefined;
+  /** The client's address for throttles and logs (default: the socket's peer; services.clientAddress knows proxies). */
+  clientAddress?: ClientAddress | undefined;
+  /** Password checks (scrypt) at once; more sign-ins at the same moment get 429 (default 2, server.signInConcurrency). */
+  signInConcurrency?: number | undefined;
   /** Usage summaries for the Usage page (services.usageQueries). */
   usage?: DashboardDeps["usage"];
   /** Rate-limit windows for the Limits page (services.limiter). */
@@ -97,7 +100,7 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
     base,
     secureCookies: options.secureCookies ?? "auto",
     throttle: options.throttle ?? createSignInThrottle(DEFAULT_THROTTLE_RULES, options.redis),
-    clientAddress: options.clientAddress ?? socketAddress,
+    clientAddress: options.clientAddress ?? createClientAddress([]),
     usage: options.usage,
     limiter: options.limiter,
     models: options.models,
@@ -105,6 +108,8 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
     adminToken: options.adminToken,
     operatorThrottle:
       options.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, options.redis),
+    passwordChecks: new PasswordChecks(options.signInConcurrency),
+    logger: options.logger,
   };
   const app = new Hono<DashboardEnv>();
 
@@ -165,10 +170,4 @@ function asset(c: Context<DashboardEnv>, body: string, type: string): Response {
   c.header("content-type", type);
   c.header("cache-control", "public, max-age=3600");
   return c.body(body);
-}
-
-function socketAddress(c: Context): string {
-  // getConnInfo reads the Node server's bindings; in-memory requests (app.request() in tests) have none.
-  if (c.env === undefined) return "unknown";
-  return getConnInfo(c).remote.address ?? "unknown";
 }

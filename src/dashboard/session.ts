@@ -9,12 +9,14 @@ import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ModelHealth, ModelInfo } from "../engine/types.js";
 import type { RateLimiter } from "../limits/types.js";
+import type { Logger } from "../observability/logger.js";
 import type { SessionPolicy } from "../tenancy/sessions.js";
 import type { Tenancy } from "../tenancy/tenancy.js";
 import type { Membership } from "../tenancy/types.js";
 import type { UsageQueries } from "../usage/queries.js";
 import { CSRF_FIELD, type CsrfTokens } from "./csrf.js";
 import { errorPage } from "./layout.js";
+import type { PasswordChecks } from "./password-checks.js";
 import type { SignInThrottle } from "./sign-in-throttle.js";
 
 export const SESSION_COOKIE = "hearth_session";
@@ -63,8 +65,12 @@ export interface DashboardDeps {
   health?: (() => readonly ModelHealth[]) | undefined;
   /** Opens the operator view (operator/); absent: the view is off. */
   adminToken?: string | undefined;
-  /** Failed operator sign-ins (wrong admin tokens). */
+  /** Failed operator sign-ins (wrong admin tokens); the admin API shares it (one budget per address). */
   operatorThrottle: SignInThrottle;
+  /** Password checks (scrypt) at once: sign-ins beyond it get 429 (and any page that checks a password should). */
+  passwordChecks: PasswordChecks;
+  /** Failed sign-ins are logged with the client's address (never what was typed). */
+  logger?: Logger | undefined;
 }
 
 export function isSecureRequest(c: Context, setting: boolean | "auto"): boolean {

@@ -36,8 +36,9 @@ const attempt = (): SignInAttempt => ({
   address: "203.0.113.7",
 });
 
+/** A wrong credential: its attempt is taken and stays counted. */
 async function failTimes(throttle: SignInThrottle, a: SignInAttempt, times: number): Promise<void> {
-  for (let i = 0; i < times; i++) await throttle.recordFailure(a);
+  for (let i = 0; i < times; i++) expect(await throttle.take(a)).toBe(0);
 }
 
 describe("sign-in throttle", () => {
@@ -57,11 +58,14 @@ describe("sign-in throttle", () => {
     await failTimes(one, a, 3);
     await failTimes(other, a, 1);
     expect(await one.waitMs(a)).toBe(0);
+    expect(await other.take(a)).toBe(0);
+    await other.succeeded(a);
+    await failTimes(one, a, 4);
+    expect(await one.waitMs(a)).toBe(0);
     await failTimes(other, a, 1);
     expect(await one.waitMs(a)).toBeGreaterThan(0);
     expect(await other.waitMs(a)).toBeGreaterThan(0);
-    await other.recordSuccess(a);
-    expect(await one.waitMs(a)).toBe(0);
+    expect(await one.take(a)).toBeGreaterThan(0);
   });
 
   it("with Redis unreachable: still throttles, in memory, without waiting on Redis", async () => {
@@ -77,5 +81,50 @@ describe("sign-in throttle", () => {
     expect(await throttle.waitMs(a)).toBe(0);
     await failTimes(throttle, a, 1);
     expect(await throttle.waitMs(a)).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ["in memory", () => undefined],
+    ["in Redis", connected],
+  ])("%s: of a burst of attempts at once, only the budget's worth are taken", async (_where, redis) => {
+    const throttle = createSignInThrottle(RULES, await redis());
+    const a = attempt();
+    const waits = await Promise.all(Array.from({ length: 20 }, () => throttle.take(a)));
+    expect(waits.filter((w) => w === 0)).toHaveLength(5);
+    expect(waits.filter((w) => w > 0)).toHaveLength(15);
+    // The refused ones gave their attempts back: the budget holds exactly the five taken.
+    expect(await throttle.waitMs(a)).toBeGreaterThan(0);
+  });
+
+  it("gives back an attempt that was never checked and one that was right, so neither counts as a failure", async () => {
+    const rules: ThrottleRule[] = [
+      { per: "account-and-address", failures: 2, windowSeconds: 60 },
+      { per: "account", failures: 3, windowSeconds: 60 },
+    ];
+    const throttle = createSignInThrottle(rules);
+    const a = attempt();
+    for (let i = 0; i < 10; i++) {
+      expect(await throttle.take(a)).toBe(0);
+      await throttle.giveBack(a);
+    }
+    expect(await throttle.take(a)).toBe(0);
+    await throttle.succeeded(a);
+    // A success forgives this address its failures, and gives the account budget its attempt back.
+    const elsewhere = { ...a, address: "198.51.100.1" };
+    await failTimes(throttle, elsewhere, 2);
+    expect(await throttle.take(elsewhere)).toBeGreaterThan(0);
+    // Refusals cost nothing: the account still has one attempt for another address.
+    expect(await throttle.take({ ...a, address: "198.51.100.2" })).toBe(0);
+    expect(await throttle.take({ ...a, address: "198.51.100.3" })).toBeGreaterThan(0);
+  });
+
+  it("keeps throttles of different doors apart in Redis", async () => {
+    const a = attempt();
+    const rules: ThrottleRule[] = [{ per: "account", failures: 1, windowSeconds: 60 }];
+    const members = createSignInThrottle(rules, await connected(), "members");
+    const admin = createSignInThrottle(rules, await connected(), "admin-token");
+    await failTimes(members, a, 1);
+    expect(await members.take(a)).toBeGreaterThan(0);
+    expect(await admin.take(a)).toBe(0);
   });
 });

@@ -68,6 +68,31 @@ export class AdminAuthError extends ApiError {
   }
 }
 
+/** 401 on /metrics when metrics.token is set: the scrape's Bearer token is missing or wrong. */
+export class MetricsAuthError extends ApiError {
+  constructor() {
+    super(401, "invalid_request_error", "Missing or invalid metrics token.", {
+      code: "invalid_metrics_token",
+      headers: { "www-authenticate": 'Bearer realm="metrics"' },
+    });
+  }
+}
+
+/**
+ * 429 when an address has spent its budget of wrong credentials (admin token): every attempt, right or wrong, is
+ * refused until the window refills, so guessing learns nothing. retry-after says when, in whole seconds.
+ */
+export class AuthThrottledError extends ApiError {
+  constructor(message: string, retryAfterMs: number) {
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    const minutes = Math.max(1, Math.ceil(seconds / 60));
+    super(429, "requests", `${message} Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`, {
+      code: "too_many_failed_attempts",
+      headers: { "retry-after": String(seconds), "retry-after-ms": String(seconds * 1000) },
+    });
+  }
+}
+
 /** 404 for a model that does not exist or is not granted — one text for both, so there is no existence oracle. */
 export class ModelNotFoundError extends ApiError {
   constructor(model: string) {

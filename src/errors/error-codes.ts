@@ -10,6 +10,8 @@ export const ERROR_CODES = Object.freeze({
   unknown_model: 400,
   invalid_api_key: 401,
   invalid_admin_token: 401,
+  /** /metrics with metrics.token set: the Bearer token is missing or wrong. */
+  invalid_metrics_token: 401,
   /** A model that does not exist or is not granted: one code for both, so there is no existence oracle. */
   model_not_found: 404,
   not_found: 404,
@@ -26,6 +28,8 @@ export const ERROR_CODES = Object.freeze({
   last_owner: 409,
   request_too_large: 413,
   rate_limit_exceeded: 429,
+  /** Too many wrong credentials (admin tokens) from one address: refused until the window refills. */
+  too_many_failed_attempts: 429,
   /** nginx's 499: the client left before its request was admitted; nobody reads the body. */
   client_closed_request: 499,
   server_error: 500,

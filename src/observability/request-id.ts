@@ -1,6 +1,6 @@
 // Gives every request an id (x-request-id on every response) and logs one line per request.
 import { randomBytes } from "node:crypto";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app/env.js";
 import type { Logger } from "./logger.js";
 
@@ -20,7 +20,11 @@ export function loggedPath(path: string): string {
     .join("/");
 }
 
-export function requestId(logger: Logger): MiddlewareHandler<AppEnv> {
+/** `clientAddress` (services.clientAddress) puts the client on each line, as the throttles count it. */
+export function requestId(
+  logger: Logger,
+  clientAddress?: (c: Context<AppEnv>) => string,
+): MiddlewareHandler<AppEnv> {
   return async function requestId(c, next) {
     const id = newRequestId();
     c.set("requestId", id);
@@ -30,6 +34,7 @@ export function requestId(logger: Logger): MiddlewareHandler<AppEnv> {
     logger.info(
       {
         requestId: id,
+        ...(clientAddress === undefined ? {} : { client: clientAddress(c) }),
         method: c.req.method,
         path: loggedPath(c.req.path),
         status: c.res.status,

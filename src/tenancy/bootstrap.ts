@@ -21,6 +21,7 @@ export interface BootstrapDeps {
   keys: Pick<KeyService, "insert">;
   users: Pick<UserService, "insert">;
   passwordParams?: ScryptParams | undefined;
+  now?: () => number;
 }
 
 /**
@@ -43,7 +44,13 @@ export async function bootstrap(
   try {
     const created = await db.transaction(async (tx) => {
       const org = await deps.orgs.insert(tx, DEFAULT_ORG_NAME, modelIds, {}, SYSTEM_ACTOR);
-      const key = await deps.keys.insert(tx, org, { name: "bootstrap" }, SYSTEM_ACTOR);
+      // An expiry, because the first key is printed to the console (and written to the data dir): it is for
+      // getting started, and the owner makes lasting keys in the dashboard.
+      const expiresAt =
+        options.keyLifetimeMs === undefined
+          ? undefined
+          : new Date((deps.now ?? Date.now)() + options.keyLifetimeMs);
+      const key = await deps.keys.insert(tx, org, { name: "bootstrap", expiresAt }, SYSTEM_ACTOR);
       if (ownerEmail !== undefined && ownerHash !== undefined) {
         await deps.users.insert(tx, org, ownerEmail, ownerHash, "owner", SYSTEM_ACTOR);
       }
@@ -53,7 +60,13 @@ export async function bootstrap(
       ownerEmail === undefined || ownerPassword === undefined
         ? null
         : { email: ownerEmail, password: ownerPassword };
-    return { orgName: created.orgName, keyId: created.id, key: created.key, owner };
+    return {
+      orgName: created.orgName,
+      keyId: created.id,
+      key: created.key,
+      keyExpiresAt: created.expiresAt,
+      owner,
+    };
   } catch (err) {
     if (err instanceof DuplicateOrgError) return null;
     throw err;

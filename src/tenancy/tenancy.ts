@@ -103,7 +103,7 @@ export function createTenancy(db: StoreDb, options: TenancyOptions): Tenancy {
     now,
   });
   const users = new UserService(db, { passwordParams: options.passwordParams, now });
-  const bootstrapDeps = { db, orgs, keys, users, passwordParams: options.passwordParams };
+  const bootstrapDeps = { db, orgs, keys, users, passwordParams: options.passwordParams, now };
   return Object.freeze({
     orgs,
     keys,

@@ -97,6 +97,8 @@ export interface AuditQuery {
 export interface BootstrapOptions {
   /** Also create this user as the first owner of org `default`, with a random password returned once. */
   ownerEmail?: string | undefined;
+  /** The first key expires this long after it is created (main.ts: server.bootstrapKeyExpiresInDays); absent: never. */
+  keyLifetimeMs?: number | undefined;
 }
 
 export interface BootstrapResult {
@@ -104,6 +106,8 @@ export interface BootstrapResult {
   keyId: string;
   /** The first API key, to be printed once. */
   key: string;
+  /** When that key stops working (null: never). */
+  keyExpiresAt: Date | null;
   /** The first owner's dashboard sign-in, to be printed once; null unless `ownerEmail` was given. */
   owner: { email: string; password: string } | null;
 }

@@ -40,21 +40,25 @@ export interface StartServerProcessOptions {
 
 const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 
-export async function startServerProcess(options: StartServerProcessOptions = {}): Promise<ServerProcess> {
-  const ownDataDir = options.dataDir === undefined;
-  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "hearth-test-"));
-  if (ownDataDir && options.env?.HEARTH_DATABASE_URL === undefined) {
-    cpSync(await pgliteTemplate(), join(dataDir, "pg"), { recursive: true });
-  }
-  const bootstrap = options.bootstrap ?? true;
-  const child = spawn(
-    process.execPath,
-    [...(options.nodeArgs ?? []), options.bin ?? BIN, "serve", "--port", "0", ...(options.args ?? [])],
-    {
-      env: { ...process.env, HEARTH_DATA_DIR: dataDir, HEARTH_LOG_LEVEL: "info", ...options.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+/** A `hearth serve` process on a free port and everything it writes (stdout and stderr). */
+export interface SpawnedServe {
+  child: ChildProcess;
+  output(): string;
+  /** The exit code once it exits. */
+  exited: Promise<number | null>;
+}
+
+/** Spawns `hearth serve --port 0 ARGS` with `env` over this process's environment (log level info). */
+export function spawnServe(
+  env: Record<string, string | undefined>,
+  args: string[] = [],
+  node: Pick<StartServerProcessOptions, "nodeArgs" | "bin"> = {},
+): SpawnedServe {
+  const script = [...(node.nodeArgs ?? []), node.bin ?? BIN];
+  const child = spawn(process.execPath, [...script, "serve", "--port", "0", ...args], {
+    env: { ...process.env, HEARTH_LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout?.on("data", (d: Buffer) => {
     output += d.toString();
@@ -63,6 +67,19 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
     output += d.toString();
   });
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+export async function startServerProcess(options: StartServerProcessOptions = {}): Promise<ServerProcess> {
+  const ownDataDir = options.dataDir === undefined;
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "hearth-test-"));
+  if (ownDataDir && options.env?.HEARTH_DATABASE_URL === undefined) {
+    cpSync(await pgliteTemplate(), join(dataDir, "pg"), { recursive: true });
+  }
+  const bootstrap = options.bootstrap ?? true;
+  const spawned = spawnServe({ HEARTH_DATA_DIR: dataDir, ...options.env }, options.args, options);
+  const { child, exited } = spawned;
+  const output = spawned.output;
   const removeDataDir = () => {
     if (ownDataDir) rmSync(dataDir, { recursive: true, force: true });
   };
@@ -73,9 +90,9 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
   let owner: RegExpExecArray | null = null;
   let healthy = false;
   while (Date.now() < deadline && child.exitCode === null) {
-    url ??= /"url":"(http:\/\/[^"]+)"/.exec(output)?.[1];
-    apiKey ??= /^\s+(sk-[A-Za-z0-9_-]+)\s*$/m.exec(output)?.[1];
-    owner ??= /^\s+Email:\s+(\S+)\n\s+Password:\s+(\S+)\n/m.exec(output);
+    url ??= /"url":"(http:\/\/[^"]+)"/.exec(output())?.[1];
+    apiKey ??= /^\s+(sk-[A-Za-z0-9_-]+)\s*$/m.exec(output())?.[1];
+    owner ??= /^\s+Email:\s+(\S+)\n\s+Password:\s+(\S+)\n/m.exec(output());
     if (url !== undefined) {
       const health = await fetch(`${url}/health`).catch(() => undefined);
       healthy = health?.status === 200;
@@ -87,7 +104,7 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
     child.kill("SIGKILL");
     await exited;
     removeDataDir();
-    throw new Error(`hearth serve did not become healthy:\n${output}`);
+    throw new Error(`hearth serve did not become healthy:\n${output()}`);
   }
   return {
     url,
@@ -96,7 +113,7 @@ export async function startServerProcess(options: StartServerProcessOptions = {}
     ownerPassword: owner?.[2] ?? "",
     dataDir,
     child,
-    output: () => output,
+    output,
     async stop(signal: NodeJS.Signals = "SIGTERM") {
       if (child.exitCode === null) child.kill(signal);
       const code = await exited;

@@ -44,6 +44,8 @@ export interface TestAppOptions<E extends Engine> {
   redisUrl?: string;
   /** Default TEST_ADMIN_TOKEN; null: none configured, the server creates `<dataDir>/admin-token` (first start). */
   adminToken?: string | null;
+  /** metrics.token: /metrics then needs it as a Bearer token (default: none, /metrics is open). */
+  metricsToken?: string;
   /** Default: silent. */
   logger?: Logger;
   /** Tenancy settings (clock, cache TTL). Default: FAST_SCRYPT passwords. */
@@ -161,6 +163,7 @@ function testConfig<E extends Engine>(backend: Backend, options: TestAppOptions<
     databaseUrl: backend.options.databaseUrl,
     redisUrl: options.redisUrl,
     adminToken: options.adminToken === null ? undefined : (options.adminToken ?? TEST_ADMIN_TOKEN),
+    metricsToken: options.metricsToken,
     logLevel: "silent",
   };
 }

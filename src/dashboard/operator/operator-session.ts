@@ -18,9 +18,10 @@ export const OPERATOR_SESSION_POLICY: SessionPolicy = Object.freeze({
 });
 
 /**
- * Wrong admin tokens per client address: 5 per 15 minutes. Per address only: a budget shared by everyone would
- * let anyone lock the operator out, and the token (256 random bits unless HEARTH_ADMIN_TOKEN says otherwise) is
- * not guessable at any rate.
+ * Wrong admin tokens per client address: 5 per 15 minutes, at the operator sign-in and the admin API alike (one
+ * budget: both doors guess the same secret). Per address only: a budget shared by everyone would let anyone lock
+ * the operator out, and the token (256 random bits, or a HEARTH_ADMIN_TOKEN of at least 32 characters) is not
+ * guessable at any rate.
  */
 export const OPERATOR_THROTTLE_RULES: readonly ThrottleRule[] = Object.freeze([
   { per: "address", failures: 5, windowSeconds: 900 },
@@ -33,7 +34,7 @@ export function createOperatorThrottle(
   rules: readonly ThrottleRule[] = OPERATOR_THROTTLE_RULES,
   redis?: Redis,
 ) {
-  return createSignInThrottle(rules, redis);
+  return createSignInThrottle(rules, redis, "admin-token");
 }
 
 export interface OperatorAuth {

@@ -58,7 +58,8 @@ export function registerOperatorSignIn(
       return signInPage(c, deps, 400, { kind: "error", text: "Enter the admin token." });
     }
     const attempt = { email: OPERATOR_ACCOUNT, address: deps.clientAddress(c) };
-    const waitMs = await deps.operatorThrottle.waitMs(attempt);
+    // Counted before the token is compared, so a burst of guesses cannot all pass the throttle.
+    const waitMs = await deps.operatorThrottle.take(attempt);
     if (waitMs > 0) {
       const minutes = Math.max(1, Math.ceil(waitMs / 60_000));
       c.header("retry-after", String(Math.ceil(waitMs / 1000)));
@@ -68,13 +69,13 @@ export function registerOperatorSignIn(
       });
     }
     if (!adminTokenMatches(adminToken, presented)) {
-      await deps.operatorThrottle.recordFailure(attempt);
+      deps.logger?.warn({ requestId: c.get("requestId"), client: attempt.address }, "wrong admin token");
       return signInPage(c, deps, 401, {
         kind: "error",
         text: "That is not this server's admin token. Nothing was signed in.",
       });
     }
-    await deps.operatorThrottle.recordSuccess(attempt);
+    await deps.operatorThrottle.succeeded(attempt);
     await deps.tenancy.sessions.deleteExpired();
     const { token } = await deps.tenancy.sessions.create({ operator: true }, operatorPolicy(deps));
     setOperatorCookie(c, deps, token);

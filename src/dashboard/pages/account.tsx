@@ -40,9 +40,9 @@ export function registerAccount(app: Hono<DashboardEnv>, deps: DashboardDeps): v
         400,
       );
     }
-    // Guessing the current password here is guessing a sign-in: the same throttle counts it.
+    // Guessing the current password here is guessing a sign-in: the same throttle counts it, before the check.
     const attempt = { email: auth.user.email, address: deps.clientAddress(c) };
-    const waitMs = await deps.throttle.waitMs(attempt);
+    const waitMs = await deps.throttle.take(attempt);
     if (waitMs > 0) {
       c.header("retry-after", String(Math.ceil(waitMs / 1000)));
       return accountPage(
@@ -54,18 +54,34 @@ export function registerAccount(app: Hono<DashboardEnv>, deps: DashboardDeps): v
         429,
       );
     }
+    const leave = deps.passwordChecks.tryEnter();
+    if (leave === null) {
+      await deps.throttle.giveBack(attempt);
+      c.header("retry-after", "1");
+      return accountPage(
+        c,
+        {
+          kind: "error",
+          text: "The server is checking many passwords right now. Nothing was changed: please try again in a moment.",
+        },
+        429,
+      );
+    }
     try {
       await deps.tenancy.members.changePassword(auth.user.id, current, next);
     } catch (err) {
       if (err instanceof WrongPasswordError) {
-        await deps.throttle.recordFailure(attempt);
         return accountPage(c, { kind: "error", text: `${err.message} Nothing was changed.` }, 400);
       }
+      await deps.throttle.giveBack(attempt);
       if (err instanceof TenancyValidationError) {
         return accountPage(c, { kind: "error", text: `Nothing was changed: ${err.message}` }, 400);
       }
       throw err;
+    } finally {
+      leave();
     }
+    await deps.throttle.succeeded(attempt);
     await deps.tenancy.sessions.endOthers(auth.user.id, auth.sessionId);
     return c.redirect(link(auth, "/account", { done: "password" }), 303);
   });

@@ -5,6 +5,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CSRF_FIELD } from "../csrf.js";
 import { MessageNotice, type PageMessage, renderPage, TextField } from "../layout.js";
+import { BUSY_RETRY_AFTER_SECONDS } from "../password-checks.js";
 import {
   clearSessionCookie,
   type DashboardDeps,
@@ -61,7 +62,8 @@ export function registerSignIn(app: Hono<DashboardEnv>, deps: DashboardDeps): vo
       });
     }
     const attempt = { email, address: deps.clientAddress(c) };
-    const waitMs = await deps.throttle.waitMs(attempt);
+    // The attempt is counted before the password is checked, so a burst of guesses cannot all pass the throttle.
+    const waitMs = await deps.throttle.take(attempt);
     if (waitMs > 0) {
       const minutes = Math.max(1, Math.ceil(waitMs / 60_000));
       c.header("retry-after", String(Math.ceil(waitMs / 1000)));
@@ -74,16 +76,37 @@ export function registerSignIn(app: Hono<DashboardEnv>, deps: DashboardDeps): vo
         },
       });
     }
-    const user = await deps.tenancy.members.authenticate(email, password);
+    const leave = deps.passwordChecks.tryEnter();
+    if (leave === null) {
+      await deps.throttle.giveBack(attempt);
+      c.header("retry-after", String(BUSY_RETRY_AFTER_SECONDS));
+      return signInPage(c, deps, 429, {
+        email,
+        next,
+        message: {
+          kind: "error",
+          text: "The server is checking many sign-ins right now. Nothing was checked: please try again in a moment.",
+        },
+      });
+    }
+    let user: Awaited<ReturnType<typeof deps.tenancy.members.authenticate>>;
+    try {
+      user = await deps.tenancy.members.authenticate(email, password);
+    } finally {
+      leave();
+    }
     if (user === null) {
-      await deps.throttle.recordFailure(attempt);
+      deps.logger?.warn(
+        { requestId: c.get("requestId"), client: attempt.address },
+        "dashboard sign-in failed",
+      );
       return signInPage(c, deps, 401, {
         email,
         next,
         message: { kind: "error", text: "Incorrect email or password." },
       });
     }
-    await deps.throttle.recordSuccess(attempt);
+    await deps.throttle.succeeded(attempt);
     await deps.tenancy.sessions.deleteExpired();
     const { token } = await deps.tenancy.sessions.create({ userId: user.id }, deps.sessionPolicy);
     setSessionCookie(c, deps, token);
