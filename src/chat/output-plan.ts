@@ -1,7 +1,8 @@
 // Turns a request's output options (JSON mode, tools, reasoning) into prompt changes, a grammar and parser options.
 import type { ChatMessage, OutputRequest, ToolDefinition } from "../engine/types.js";
+import type { CompiledSchema } from "./compiled-schema.js";
 import { GrammarBuilder, literal } from "./gbnf.js";
-import { type CompiledSchema, minimalJson, validateJson } from "./json-schema.js";
+import { validateJson } from "./json-schema.js";
 import { markerFreeTextRule } from "./marker-free-text.js";
 import { endsInsideThinking, type OutputParser, type OutputParserOptions } from "./output-parser.js";
 import { type TemplateCapabilities, TOOL_ENVELOPES, type ToolCallFormat } from "./tool-format.js";
@@ -181,9 +182,7 @@ export function planGeneration(
     use !== undefined && use.mode === "required"
       ? shortestCall(use, format, schemas)
       : json
-        ? schema === undefined
-          ? "{}"
-          : (minimalJson(schema) ?? "{}")
+        ? (schema?.minimal ?? "{}")
         : "";
   return {
     promptSuffix,
@@ -230,7 +229,7 @@ function shortestCall(
 ): string {
   const envelope = TOOL_ENVELOPES[format];
   const calls = use.callable.map((tool) => {
-    const args = minimalJson(schemas.get(tool.name) as CompiledSchema) ?? "{}";
+    const args = (schemas.get(tool.name) as CompiledSchema).minimal;
     return (
       envelope.open +
       envelope.beforeName +

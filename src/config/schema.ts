@@ -163,6 +163,20 @@ const modelEntrySchema = z.unknown().transform((entry, ctx): ModelEntry => {
     : { kind: "embedded", model: result.data as ModelConfig };
 });
 
+const budgetLimit = (what: string) => z.number().int().min(1).optional().describe(what);
+
+/** What one request's response_format and tool schemas may cost; unset limits keep the defaults (docs/security.md). */
+const schemaBudgetSchema = z
+  .object({
+    nodes: budgetLimit("subschemas, properties and enum values, all schemas together (default 5000)"),
+    properties: budgetLimit("declared properties, all schemas together (default 2000)"),
+    alternatives: budgetLimit("grammar alternatives open at once, per schema (default 1000)"),
+    grammarBytes: budgetLimit("grammar text in bytes, all schemas together (default 262144)"),
+    repetitions: budgetLimit("expanded maxLength/maxItems repetitions, all schemas together (default 20000)"),
+    minimalLength: budgetLimit("characters of a schema's shortest instance (default 65536)"),
+  })
+  .strict();
+
 export const serverConfigSchema = z
   .object({
     host: z.string().default("127.0.0.1"),
@@ -179,6 +193,7 @@ export const serverConfigSchema = z
       .min(100)
       .default(5000)
       .describe("SSE comment interval while a prompt is prefilled"),
+    schemaBudget: schemaBudgetSchema.optional(),
   })
   .strict();
 
