@@ -1,6 +1,15 @@
 // The benchmark's knobs, read once from the environment.
 
-export type Phase = "http" | "engine" | "decode" | "keys" | "grammar" | "overload" | "limits" | "fleet";
+export type Phase =
+  | "http"
+  | "engine"
+  | "decode"
+  | "keys"
+  | "grammar"
+  | "schema"
+  | "overload"
+  | "limits"
+  | "fleet";
 
 export interface BenchOptions {
   /** Concurrency levels, ascending. */
@@ -25,6 +34,7 @@ const PHASES: readonly Phase[] = [
   "decode",
   "keys",
   "grammar",
+  "schema",
   "overload",
   "limits",
   "fleet",

@@ -26,6 +26,7 @@ import {
   renderMarkdown,
   writeReport,
 } from "./report.js";
+import { benchSchemaWorst } from "./schema-worst.js";
 import { openServer } from "./server.js";
 import { medianBy } from "./stats.js";
 import { type LevelRun, runLevel, type Schedule, type Target } from "./workload.js";
@@ -245,6 +246,10 @@ async function main(): Promise<void> {
   if (options.phases.includes("grammar")) {
     log("grammar cost");
     extra += `\n## Grammar cost (structured output)\n\n${await benchGrammarCost()}\n`;
+  }
+  if (options.phases.includes("schema")) {
+    log("schema compilation: adversarial schemas");
+    extra += `\n## Schema compilation (adversarial schemas)\n\n${await benchSchemaWorst()}\n`;
   }
   if (options.phases.includes("limits")) {
     log("rate limiter overhead");

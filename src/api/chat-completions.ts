@@ -2,6 +2,7 @@
 import { performance } from "node:perf_hooks";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
+import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionsService } from "../completions/completions-service.js";
 import { mapDomainError } from "../errors/domain-errors.js";
 import { parseJsonBody } from "../errors/validation.js";
@@ -17,13 +18,16 @@ export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
   /** Largest n a request may ask for, and how often a silent stream sends a keep-alive comment. */
-  limits: { maxN: number; keepAliveMs: number };
+  limits: { maxN: number; keepAliveMs: number; schemaBudget?: SchemaBudget };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
   const startedAt = performance.now();
   const requestId = c.get("requestId");
-  const parsed = parseChatRequest(parseJsonBody(await c.req.text()), { maxN: deps.limits.maxN });
+  const parsed = parseChatRequest(parseJsonBody(await c.req.text()), {
+    maxN: deps.limits.maxN,
+    ...(deps.limits.schemaBudget === undefined ? {} : { schemaBudget: deps.limits.schemaBudget }),
+  });
   c.set("model", parsed.model);
 
   // The connection closing (Hono's request signal) or the stream's reader cancelling both mean the client left.

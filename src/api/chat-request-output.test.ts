@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compileJsonSchema } from "../chat/json-schema.js";
+import { compileJsonSchema } from "../chat/compiled-schema.js";
 import { ApiError } from "../errors/api-error.js";
 import { parseChatRequest } from "./chat-request.js";
 

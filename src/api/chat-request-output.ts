@@ -1,6 +1,7 @@
 // The request fields that shape the reply (response_format, tools, tool_choice, parallel_tool_calls): schemas and checks.
 import { z } from "zod";
-import { type CompiledSchema, compileJsonSchema } from "../chat/json-schema.js";
+import { type CompiledSchema, compileJsonSchema } from "../chat/compiled-schema.js";
+import { BudgetMeter, SCHEMA_BUDGET_DEFAULTS, type SchemaBudget } from "../chat/schema-budget.js";
 import type { OutputRequest, ResponseFormat, ToolCall, ToolChoice, ToolDefinition } from "../engine/types.js";
 import { InvalidRequestError } from "../errors/api-error.js";
 import { domainApiError } from "../errors/domain-errors.js";
@@ -65,8 +66,13 @@ export interface OutputFields {
 /**
  * Cross-field rules and schema checks; undefined when the reply is free text (the engine's plain path). Each
  * schema is compiled here, once, and travels compiled beside its raw form (which an upstream engine forwards).
+ * All the request's schemas draw on one `budget` (config `server.schemaBudget`): past it, a 400 names the limit.
  */
-export function parseOutputRequest(fields: OutputFields): OutputRequest | undefined {
+export function parseOutputRequest(
+  fields: OutputFields,
+  budget: SchemaBudget = SCHEMA_BUDGET_DEFAULTS,
+): OutputRequest | undefined {
+  const meter = new BudgetMeter(budget);
   const tools = fields.tools ?? [];
   if (fields.tools === undefined) {
     if (fields.tool_choice !== undefined) {
@@ -82,7 +88,7 @@ export function parseOutputRequest(fields: OutputFields): OutputRequest | undefi
       );
     }
   }
-  const definitions = tools.map((tool, i) => toolDefinition(tool, i));
+  const definitions = tools.map((tool, i) => toolDefinition(tool, i, meter));
   const seen = new Set<string>();
   for (const [i, tool] of definitions.entries()) {
     if (seen.has(tool.name)) {
@@ -94,7 +100,7 @@ export function parseOutputRequest(fields: OutputFields): OutputRequest | undefi
     seen.add(tool.name);
   }
   const toolChoice = toChoice(fields.tool_choice, definitions);
-  const format = toFormat(fields.response_format);
+  const format = toFormat(fields.response_format, meter);
   if (format.type === "text" && definitions.length === 0) return undefined;
   return {
     format,
@@ -107,10 +113,10 @@ export function parseOutputRequest(fields: OutputFields): OutputRequest | undefi
 /** What a function without `parameters` takes: an object, with any properties. */
 const NO_PARAMETERS = Object.freeze({ type: "object", properties: {} });
 
-function toolDefinition(tool: z.infer<typeof toolSchema>, index: number): ToolDefinition {
+function toolDefinition(tool: z.infer<typeof toolSchema>, index: number, meter: BudgetMeter): ToolDefinition {
   const fn = tool.function;
   const param = `tools[${index}].function.parameters`;
-  const compiledParameters = checkSchema(fn.parameters ?? NO_PARAMETERS, param);
+  const compiledParameters = checkSchema(fn.parameters ?? NO_PARAMETERS, param, meter);
   if (compiledParameters.root.kind !== "object" && compiledParameters.root.kind !== "any") {
     throw new InvalidRequestError(
       `Invalid '${param}': the parameters schema must describe an object.`,
@@ -136,19 +142,23 @@ function toChoice(choice: OutputFields["tool_choice"], tools: readonly ToolDefin
   return { name };
 }
 
-function toFormat(format: OutputFields["response_format"]): ResponseFormat {
+function toFormat(format: OutputFields["response_format"], meter: BudgetMeter): ResponseFormat {
   if (format === undefined || format.type === "text") return { type: "text" };
   if (format.type === "json_object") return { type: "json_object" };
   const schema = format.json_schema.schema;
   if (schema === undefined) return { type: "json_object" };
-  const compiled = checkSchema(schema, "response_format.json_schema.schema");
+  const compiled = checkSchema(schema, "response_format.json_schema.schema", meter);
   return { type: "json_schema", name: format.json_schema.name, schema, compiled };
 }
 
 /** The one compilation of a request's schema; one it cannot take is a 400 naming the schema's place. */
-function checkSchema(schema: Readonly<Record<string, unknown>> | boolean, param: string): CompiledSchema {
+function checkSchema(
+  schema: Readonly<Record<string, unknown>> | boolean,
+  param: string,
+  meter: BudgetMeter,
+): CompiledSchema {
   try {
-    return compileJsonSchema(schema);
+    return compileJsonSchema(schema, { meter });
   } catch (error) {
     throw domainApiError(error, { param }) ?? error;
   }

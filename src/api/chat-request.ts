@@ -1,5 +1,6 @@
 // Parses and validates a POST /v1/chat/completions body into the engine's request fields, with OpenAI-style 400s.
 import { z } from "zod";
+import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionRequest } from "../completions/types.js";
 import type { ChatMessage } from "../engine/types.js";
 import { InvalidRequestError } from "../errors/api-error.js";
@@ -22,6 +23,8 @@ export interface ParsedChatRequest extends CompletionRequest {
 export interface ParseChatRequestOptions {
   /** Largest n a request may ask for (config server.maxN). */
   maxN: number;
+  /** What the request's schemas may cost (config server.schemaBudget); default SCHEMA_BUDGET_DEFAULTS. */
+  schemaBudget?: SchemaBudget;
 }
 
 /** OpenAI accepts null for every optional field and treats it as absent; dropping null keys keeps null out of the types. */
@@ -176,7 +179,7 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
     },
     enableThinking: req.chat_template_kwargs?.enable_thinking ?? false,
   };
-  const output = parseOutputRequest(req);
+  const output = parseOutputRequest(req, options.schemaBudget);
   if (output !== undefined) parsed.output = output;
   if (req.user !== undefined) parsed.user = req.user;
   if (req.cache_salt !== undefined) parsed.cacheSalt = req.cache_salt;

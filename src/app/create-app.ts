@@ -6,6 +6,7 @@ import { adminTokenMatches } from "../admin/admin-token.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
 import { bearerCredential, requireApiKey } from "../auth/require-api-key.js";
+import { schemaBudget } from "../chat/schema-budget.js";
 import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
 import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "../dashboard/operator/operator-session.js";
 import {
@@ -118,7 +119,11 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const chat = {
     completions: services.completions,
     logger,
-    limits: { maxN: services.config.server.maxN, keepAliveMs: services.config.server.keepAliveMs },
+    limits: {
+      maxN: services.config.server.maxN,
+      keepAliveMs: services.config.server.keepAliveMs,
+      schemaBudget: schemaBudget(services.config.server.schemaBudget),
+    },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
   v1.get("/models", (c) => listModels(c, services.modelAccess));

@@ -1,5 +1,6 @@
 // GBNF (llama.cpp grammar) text for JSON values, JSON Schema instances, tool calls and reasoning blocks.
-import type { CompiledSchema, SchemaNode } from "./json-schema.js";
+import type { SchemaGraph, SchemaNode } from "./json-schema.js";
+import { BudgetMeter } from "./schema-budget.js";
 
 /** Nesting allowed in free-form JSON (json_object, untyped schema parts): deeper is never needed and bounds the grammar. */
 export const FREE_JSON_DEPTH = 6;
@@ -70,10 +71,15 @@ export class GrammarBuilder {
     return "object-0";
   }
 
-  /** A rule whose instances are exactly the schema's (within the subset's bounds). */
-  schema(compiled: CompiledSchema, prefix: string): string {
-    const emitter = new SchemaEmitter(this, compiled, prefix);
-    return emitter.rootRule();
+  /** A rule `<prefix>-root` whose instances are exactly the schema's, from its grammar compiled once. */
+  schema(compiled: { grammar: SchemaGrammar }, prefix: string): string {
+    for (const [name, body] of compiled.grammar.rules) this.rule(name, body);
+    return this.rule(`${prefix}-root`, compiled.grammar.root);
+  }
+
+  /** The rules in order of definition. */
+  entries(): IterableIterator<[string, string]> {
+    return this.rules.entries();
   }
 
   build(root: string): string {
@@ -88,18 +94,61 @@ const DEPENDENCIES: Readonly<Record<string, readonly (keyof typeof PRIMITIVES)[]
   number: ["integer"],
 });
 
+/** A schema's grammar rules, compiled once; a request's grammar merges them (rule names are the schema's own). */
+export interface SchemaGrammar {
+  /** The expression of the schema's root. */
+  root: string;
+  rules: readonly (readonly [string, string])[];
+}
+
+/**
+ * The GBNF rules of a schema, named under `prefix` (which should identify the schema: identical schemas may then
+ * share rules). Linear in the schema graph: each node is emitted once and referenced by name, identical rule
+ * bodies share one rule, and an object's optional properties chain through named suffix rules. Charges `meter`
+ * for every byte and every expanded repetition as it goes, so an oversized schema stops early.
+ */
+export function schemaGrammar(graph: SchemaGraph, prefix: string, meter = new BudgetMeter()): SchemaGrammar {
+  const g = new GrammarBuilder();
+  const root = new SchemaEmitter(g, graph, prefix, meter).expression(graph.root);
+  return { root, rules: [...g.entries()] };
+}
+
 class SchemaEmitter {
+  private readonly names = new Map<SchemaNode, string>();
+  private readonly bodies = new Map<string, string>();
+  private counter = 0;
+
   constructor(
     private readonly g: GrammarBuilder,
-    private readonly compiled: CompiledSchema,
+    private readonly graph: SchemaGraph,
     private readonly prefix: string,
+    private readonly meter: BudgetMeter,
   ) {}
 
-  rootRule(): string {
-    return this.g.rule(`${this.prefix}-root`, this.expression(this.compiled.root));
+  /** A new rule for `body`, or the rule that already has this body. */
+  private rule(body: string, at: string): string {
+    const existing = this.bodies.get(body);
+    if (existing !== undefined) return existing;
+    this.counter++;
+    const name = `${this.prefix}-${this.counter}`;
+    this.charge(name, body, at);
+    this.bodies.set(body, name);
+    return this.g.rule(name, body);
   }
 
-  private expression(node: SchemaNode): string {
+  private charge(name: string, body: string, at: string): void {
+    this.meter.charge("grammarBytes", name.length + body.length + 5, at);
+  }
+
+  /** Counts a repetition llama.cpp expands into `count` rules, once per distinct rule. */
+  private repeat(name: string, count: number, body: string): string {
+    if (this.g.has(name)) return name;
+    this.meter.charge("repetitions", count, "#");
+    this.charge(name, body, "#");
+    return this.g.rule(name, body);
+  }
+
+  expression(node: SchemaNode): string {
     const g = this.g;
     switch (node.kind) {
       case "any":
@@ -110,7 +159,11 @@ class SchemaEmitter {
         g.primitive("string");
         if (node.minLength === 0 && node.maxLength === undefined) return "string";
         const max = node.maxLength === undefined ? "" : String(node.maxLength);
-        return `"\\"" char{${node.minLength},${max}} "\\""`;
+        return this.repeat(
+          `string-${node.minLength}-${max === "" ? "x" : max}`,
+          node.maxLength ?? node.minLength,
+          `"\\"" char{${node.minLength},${max}} "\\""`,
+        );
       }
       case "integer":
         return g.primitive("integer");
@@ -130,8 +183,12 @@ class SchemaEmitter {
         const name = `${this.prefix}-def-${sanitize(node.name)}`;
         if (!g.has(name)) {
           g.rule(name, "null"); // placeholder first, so recursive references terminate
-          const target = this.compiled.defs.get(node.name);
-          if (target !== undefined) g.define(name, this.expression(target));
+          const target = this.graph.defs.get(node.name);
+          if (target !== undefined) {
+            const body = this.expression(target);
+            this.charge(name, body, `#/$defs/${node.name}`);
+            g.define(name, body);
+          }
         }
         return name;
       }
@@ -142,9 +199,12 @@ class SchemaEmitter {
 
   /** Composite expressions get their own rule, so alternatives and repetitions stay unambiguous. */
   private named(node: SchemaNode): string {
+    const known = this.names.get(node);
+    if (known !== undefined) return known;
     const expression = this.expression(node);
-    if (/^[a-z0-9-]+$/.test(expression)) return expression;
-    return this.g.rule(this.g.fresh(this.prefix), expression);
+    const name = /^[a-z0-9-]+$/.test(expression) ? expression : this.rule(expression, "#");
+    this.names.set(node, name);
+    return name;
   }
 
   private array(node: Extract<SchemaNode, { kind: "array" }>): string {
@@ -153,44 +213,52 @@ class SchemaEmitter {
     const item = this.named(node.items);
     const restMin = Math.max(0, node.minItems - 1);
     const restMax = node.maxItems === undefined ? "" : String(node.maxItems - 1);
-    const rest =
-      restMin === 0 && restMax === "" ? `( "," ws ${item} )*` : `( "," ws ${item} ){${restMin},${restMax}}`;
+    let rest = `( "," ws ${item} )*`;
+    if (restMin !== 0 || restMax !== "") {
+      const body = `( "," ws ${item} ){${restMin},${restMax}}`;
+      rest = this.repeat(
+        `${item}-rep-${restMin}-${restMax === "" ? "x" : restMax}`,
+        node.maxItems ?? restMin,
+        body,
+      );
+    }
     const items = `${item} ${rest} ws`;
     return node.minItems === 0 ? `"[" ws ( ${items} )? "]"` : `"[" ws ${items} "]"`;
   }
 
+  /**
+   * Declared properties only, in declared order (extra keys are never needed for a valid instance). Two chains of
+   * named rules keep the text linear in the number of properties: `rest(i)` is properties i.. once one was written
+   * (each with its leading comma), `first(i)` is properties i.. while none was written yet.
+   */
   private object(node: Extract<SchemaNode, { kind: "object" }>): string {
     const g = this.g;
     g.primitive("ws");
     g.primitive("string");
-    if (node.properties.length === 0) {
+    const properties = node.properties;
+    if (properties.length === 0) {
       if (node.additional === false) return '"{" ws "}"';
       const value = this.named(node.additional);
       return `"{" ws ( string ":" ws ${value} ( "," ws string ":" ws ${value} )* ws )? "}"`;
     }
-    // Declared properties only, in declared order: extra keys are never needed for a valid instance.
-    const pairs = node.properties.map(
-      (p) => `${literal(JSON.stringify(p.name))} ":" ws ${this.named(p.schema)}`,
-    );
-    const base = g.fresh(this.prefix);
-    // after(i): properties i.. when at least one was written (each needs a leading comma).
-    const after = (i: number): string =>
-      node.properties
-        .slice(i)
-        .map((p, k) => (p.required ? `"," ws ${pairs[i + k]}` : `( "," ws ${pairs[i + k]} )?`))
-        .join(" ");
-    // first(i): properties i.. when none was written yet.
+    const pairs = properties.map((p) => `${literal(JSON.stringify(p.name))} ":" ws ${this.named(p.schema)}`);
+    const rest: string[] = new Array<string>(properties.length + 1).fill("");
+    // rest(0) is never needed: the first property written has no comma.
+    for (let i = properties.length - 1; i >= 1; i--) {
+      const next = rest[i + 1] === "" ? "" : ` ${rest[i + 1]}`;
+      const pair = `"," ws ${pairs[i]}`;
+      rest[i] = this.rule(properties[i]?.required ? `${pair}${next}` : `( ${pair} )?${next}`, "#");
+    }
     const first = (i: number): string => {
-      const property = node.properties[i];
+      const property = properties[i];
       if (property === undefined) return "";
-      const name = `${base}-p${i}`;
-      const withThis = `${pairs[i]} ${after(i + 1)}`.trim();
-      if (property.required) return g.rule(name, withThis);
+      const next = rest[i + 1] === "" ? "" : ` ${rest[i + 1]}`;
+      const withThis = `${pairs[i]}${next}`;
+      if (property.required) return this.rule(withThis, "#");
       const without = first(i + 1);
-      return g.rule(name, without === "" ? `( ${withThis} )?` : `${withThis} | ${without}`);
+      return this.rule(without === "" ? `( ${withThis} )?` : `${withThis} | ${without}`, "#");
     };
-    const members = first(0);
-    return `"{" ws ${members} ws "}"`;
+    return `"{" ws ${first(0)} ws "}"`;
   }
 }
 
@@ -209,8 +277,10 @@ export function literal(text: string): string {
   return `${out}"`;
 }
 
+/** Alternatives, identical ones once (llama.cpp would keep a parse stack for each copy). */
 function group(alternatives: readonly string[]): string {
-  return alternatives.length === 1 ? (alternatives[0] as string) : `( ${alternatives.join(" | ")} )`;
+  const unique = [...new Set(alternatives)];
+  return unique.length === 1 ? (unique[0] as string) : `( ${unique.join(" | ")} )`;
 }
 
 function sanitize(name: string): string {

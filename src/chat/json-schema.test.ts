@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { compileJsonSchema } from "./compiled-schema.js";
 import { GrammarBuilder } from "./gbnf.js";
-import { compileJsonSchema, JsonSchemaError, minimalJson, validateJson } from "./json-schema.js";
+import { JsonSchemaError, validateJson } from "./json-schema.js";
 
 const person = {
   type: "object",
@@ -62,7 +63,7 @@ describe("compileJsonSchema", () => {
   });
 
   it("finds the shortest instance (the budget a closed answer needs)", () => {
-    const minimal = minimalJson(compileJsonSchema(person));
+    const minimal = compileJsonSchema(person).minimal;
     expect(minimal).toBe('{"name":"a","tags":["a"]}');
     expect(validateJson(compileJsonSchema(person), JSON.parse(minimal ?? ""))).toBeUndefined();
   });

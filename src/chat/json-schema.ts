@@ -1,4 +1,5 @@
-// The JSON Schema subset Hearth enforces by grammar: compiled once per request, validated against after generation.
+// The JSON Schema subset Hearth enforces by grammar: parsed into a graph of nodes, validated against after generation.
+import { BudgetMeter } from "./schema-budget.js";
 
 /** A schema reduced to what generation and validation need; `ref` points into `CompiledSchema.defs`. */
 export type SchemaNode =
@@ -20,7 +21,11 @@ export interface PropertyNode {
   required: boolean;
 }
 
-export interface CompiledSchema {
+/**
+ * A schema as a graph: a subschema reached twice (the same JSON object, as `anyOf` siblings merged into each
+ * option share theirs) is one node, so walkers that memoise by node do linear work.
+ */
+export interface SchemaGraph {
   root: SchemaNode;
   defs: ReadonlyMap<string, SchemaNode>;
 }
@@ -74,33 +79,70 @@ const ANNOTATIONS = new Set([
   "writeOnly",
 ]);
 
-/** Compiles a schema of the supported subset; throws JsonSchemaError naming the first unsupported keyword. */
-export function compileJsonSchema(schema: unknown): CompiledSchema {
+/**
+ * Parses a schema of the supported subset into its graph, charging `meter` for every node; throws JsonSchemaError
+ * naming the first unsupported keyword, SchemaBudgetError when the schema costs more than the budget allows.
+ */
+export function parseJsonSchema(schema: unknown, meter: BudgetMeter = new BudgetMeter()): SchemaGraph {
   if (!isObject(schema) && typeof schema !== "boolean") {
     throw new JsonSchemaError("A JSON Schema must be an object.", "#");
   }
   const defs = new Map<string, SchemaNode>();
   const rawDefs = isObject(schema) ? { ...asRecord(schema.definitions), ...asRecord(schema.$defs) } : {};
   const defKeyword = isObject(schema) && schema.$defs !== undefined ? "$defs" : "definitions";
-  const compiler = new Compiler(new Set(Object.keys(rawDefs)));
+  const compiler = new Compiler(new Set(Object.keys(rawDefs)), meter);
   for (const [name, def] of Object.entries(rawDefs)) {
     defs.set(name, compiler.node(def, `#/${defKeyword}/${name}`, 1));
   }
-  const root = compiler.node(schema, "#", 0);
-  const compiled = { root, defs };
-  if (minimalJson(compiled) === undefined) {
-    throw new JsonSchemaError("The schema has no finite instance (a required reference loops).", "#");
-  }
-  return compiled;
+  return { root: compiler.node(schema, "#", 0), defs };
 }
 
 class Compiler {
-  constructor(private readonly defNames: ReadonlySet<string>) {}
+  /** Subschemas already compiled, by identity, with the height of their node graph (for the depth bound). */
+  private readonly memo = new WeakMap<object, { node: SchemaNode; height: number }>();
+  private readonly heights = new WeakMap<SchemaNode, number>();
+
+  constructor(
+    private readonly defNames: ReadonlySet<string>,
+    private readonly meter: BudgetMeter,
+  ) {}
 
   node(schema: unknown, path: string, depth: number): SchemaNode {
     if (depth > SCHEMA_LIMITS.maxDepth) {
       throw new JsonSchemaError(`The schema nests deeper than ${SCHEMA_LIMITS.maxDepth} levels.`, path);
     }
+    if (!isObject(schema)) return this.build(schema, path, depth);
+    const known = this.memo.get(schema);
+    if (known !== undefined) {
+      if (depth + known.height > SCHEMA_LIMITS.maxDepth) {
+        throw new JsonSchemaError(`The schema nests deeper than ${SCHEMA_LIMITS.maxDepth} levels.`, path);
+      }
+      return known.node;
+    }
+    const node = this.build(schema, path, depth);
+    this.memo.set(schema, { node, height: this.heightOf(node) });
+    return node;
+  }
+
+  /** Levels below `node` (a reference counts as a leaf: definitions are compiled on their own). */
+  private heightOf(node: SchemaNode): number {
+    const known = this.heights.get(node);
+    if (known !== undefined) return known;
+    const below = (children: readonly SchemaNode[]) =>
+      children.reduce((max, child) => Math.max(max, 1 + this.heightOf(child)), 0);
+    let height = 0;
+    if (node.kind === "array") height = below([node.items]);
+    else if (node.kind === "anyOf") height = below(node.options);
+    else if (node.kind === "object") {
+      const children = node.properties.map((p) => p.schema);
+      height = below(node.additional === false ? children : [...children, node.additional]);
+    }
+    this.heights.set(node, height);
+    return height;
+  }
+
+  private build(schema: unknown, path: string, depth: number): SchemaNode {
+    this.meter.charge("nodes", 1, path);
     if (schema === true) return { kind: "any" };
     if (schema === false) throw new JsonSchemaError("A 'false' schema has no instance.", path);
     if (!isObject(schema)) throw new JsonSchemaError("A schema must be an object or a boolean.", path);
@@ -121,6 +163,7 @@ class Compiler {
       if (!Array.isArray(schema.enum) || schema.enum.length === 0) {
         throw new JsonSchemaError("'enum' must be a non-empty array.", `${path}/enum`);
       }
+      this.meter.charge("nodes", schema.enum.length, `${path}/enum`);
       return { kind: "literal", values: schema.enum };
     }
     const union = schema.anyOf ?? schema.oneOf;
@@ -236,10 +279,13 @@ class Compiler {
         );
       }
     }
-    const nodes = Object.entries(properties).map(([name, sub]) => ({
+    const requiredSet = new Set<string>(required);
+    const entries = Object.entries(properties);
+    this.meter.charge("properties", entries.length, `${path}/properties`);
+    const nodes = entries.map(([name, sub]) => ({
       name,
       schema: this.node(sub, `${path}/properties/${name}`, depth + 1),
-      required: required.includes(name),
+      required: requiredSet.has(name),
     }));
     const extra = schema.additionalProperties;
     const additional =
@@ -271,127 +317,96 @@ function bound(value: unknown, path: string, max: number): number | undefined {
 // --- validation of generated output ---
 
 /** Undefined when `value` is an instance of the schema, otherwise where and why not. */
-export function validateJson(compiled: CompiledSchema, value: unknown): string | undefined {
-  return check(compiled, compiled.root, value, "$");
+export function validateJson(graph: SchemaGraph, value: unknown): string | undefined {
+  return new Checker(graph).check(graph.root, value, "$");
 }
 
-function check(compiled: CompiledSchema, node: SchemaNode, value: unknown, at: string): string | undefined {
-  switch (node.kind) {
-    case "any":
-      return undefined;
-    case "literal":
-      return node.values.some((v) => deepEqual(v, value))
-        ? undefined
-        : `${at}: not one of the allowed values`;
-    case "string":
-      if (typeof value !== "string") return `${at}: expected a string`;
-      if ([...value].length < node.minLength) return `${at}: shorter than ${node.minLength}`;
-      if (node.maxLength !== undefined && [...value].length > node.maxLength)
-        return `${at}: longer than ${node.maxLength}`;
-      return undefined;
-    case "integer":
-      return Number.isInteger(value) ? undefined : `${at}: expected an integer`;
-    case "number":
-      return typeof value === "number" && Number.isFinite(value) ? undefined : `${at}: expected a number`;
-    case "boolean":
-      return typeof value === "boolean" ? undefined : `${at}: expected a boolean`;
-    case "null":
-      return value === null ? undefined : `${at}: expected null`;
-    case "array": {
-      if (!Array.isArray(value)) return `${at}: expected an array`;
-      if (value.length < node.minItems) return `${at}: fewer than ${node.minItems} items`;
-      if (node.maxItems !== undefined && value.length > node.maxItems)
-        return `${at}: more than ${node.maxItems} items`;
-      for (const [i, item] of value.entries()) {
-        const error = check(compiled, node.items, item, `${at}[${i}]`);
-        if (error !== undefined) return error;
-      }
-      return undefined;
+/**
+ * Checks memoised by (node, container value): nested unions over a shared subschema would otherwise check the
+ * same array or object once per path through the unions, exponentially often.
+ */
+class Checker {
+  private readonly seen = new WeakMap<SchemaNode, WeakMap<object, string | undefined>>();
+
+  constructor(private readonly graph: SchemaGraph) {}
+
+  check(node: SchemaNode, value: unknown, at: string): string | undefined {
+    if (typeof value !== "object" || value === null) return this.checkNode(node, value, at);
+    let byValue = this.seen.get(node);
+    if (byValue === undefined) {
+      byValue = new WeakMap();
+      this.seen.set(node, byValue);
     }
-    case "object": {
-      if (!isObject(value)) return `${at}: expected an object`;
-      for (const property of node.properties) {
-        if (!Object.hasOwn(value, property.name)) {
-          if (property.required) return `${at}: missing required property '${property.name}'`;
-          continue;
-        }
-        const error = check(compiled, property.schema, value[property.name], `${at}.${property.name}`);
-        if (error !== undefined) return error;
-      }
-      for (const [key, item] of Object.entries(value)) {
-        if (node.properties.some((p) => p.name === key)) continue;
-        if (node.additional === false) return `${at}: unexpected property '${key}'`;
-        const error = check(compiled, node.additional, item, `${at}.${key}`);
-        if (error !== undefined) return error;
-      }
-      return undefined;
-    }
-    case "anyOf": {
-      const matches = node.options.filter((o) => check(compiled, o, value, at) === undefined).length;
-      // oneOf is generated as anyOf; an output matching two options is still accepted (documented).
-      return matches > 0 ? undefined : `${at}: matches none of the options`;
-    }
-    case "ref": {
-      const target = compiled.defs.get(node.name);
-      return target === undefined ? `${at}: unknown reference` : check(compiled, target, value, at);
-    }
-    default:
-      return node satisfies never;
+    if (byValue.has(value)) return byValue.get(value);
+    const result = this.checkNode(node, value, at);
+    byValue.set(value, result);
+    return result;
   }
-}
 
-// --- the shortest instance: how much of the token budget a closed answer needs at least ---
-
-/** The shortest JSON text valid for the schema (compact), or undefined when none is finite. */
-export function minimalJson(compiled: CompiledSchema): string | undefined {
-  return shortest(compiled, compiled.root, new Set());
-}
-
-function shortest(compiled: CompiledSchema, node: SchemaNode, visiting: Set<string>): string | undefined {
-  switch (node.kind) {
-    case "any":
-    case "null":
-      return "null";
-    case "literal":
-      return node.values.map((v) => JSON.stringify(v)).sort((a, b) => a.length - b.length)[0];
-    case "string":
-      return JSON.stringify("a".repeat(node.minLength));
-    case "integer":
-    case "number":
-      return "0";
-    case "boolean":
-      return "true";
-    case "array": {
-      if (node.minItems === 0) return "[]";
-      const item = shortest(compiled, node.items, visiting);
-      return item === undefined ? undefined : `[${Array(node.minItems).fill(item).join(",")}]`;
-    }
-    case "object": {
-      const parts: string[] = [];
-      for (const property of node.properties) {
-        if (!property.required) continue;
-        const value = shortest(compiled, property.schema, visiting);
-        if (value === undefined) return undefined;
-        parts.push(`${JSON.stringify(property.name)}:${value}`);
+  private checkNode(node: SchemaNode, value: unknown, at: string): string | undefined {
+    switch (node.kind) {
+      case "any":
+        return undefined;
+      case "literal":
+        return node.values.some((v) => deepEqual(v, value))
+          ? undefined
+          : `${at}: not one of the allowed values`;
+      case "string":
+        if (typeof value !== "string") return `${at}: expected a string`;
+        if ([...value].length < node.minLength) return `${at}: shorter than ${node.minLength}`;
+        if (node.maxLength !== undefined && [...value].length > node.maxLength)
+          return `${at}: longer than ${node.maxLength}`;
+        return undefined;
+      case "integer":
+        return Number.isInteger(value) ? undefined : `${at}: expected an integer`;
+      case "number":
+        return typeof value === "number" && Number.isFinite(value) ? undefined : `${at}: expected a number`;
+      case "boolean":
+        return typeof value === "boolean" ? undefined : `${at}: expected a boolean`;
+      case "null":
+        return value === null ? undefined : `${at}: expected null`;
+      case "array": {
+        if (!Array.isArray(value)) return `${at}: expected an array`;
+        if (value.length < node.minItems) return `${at}: fewer than ${node.minItems} items`;
+        if (node.maxItems !== undefined && value.length > node.maxItems)
+          return `${at}: more than ${node.maxItems} items`;
+        for (const [i, item] of value.entries()) {
+          const error = this.check(node.items, item, `${at}[${i}]`);
+          if (error !== undefined) return error;
+        }
+        return undefined;
       }
-      return `{${parts.join(",")}}`;
+      case "object": {
+        if (!isObject(value)) return `${at}: expected an object`;
+        for (const property of node.properties) {
+          if (!Object.hasOwn(value, property.name)) {
+            if (property.required) return `${at}: missing required property '${property.name}'`;
+            continue;
+          }
+          const error = this.check(property.schema, value[property.name], `${at}.${property.name}`);
+          if (error !== undefined) return error;
+        }
+        for (const [key, item] of Object.entries(value)) {
+          if (node.properties.some((p) => p.name === key)) continue;
+          if (node.additional === false) return `${at}: unexpected property '${key}'`;
+          const error = this.check(node.additional, item, `${at}.${key}`);
+          if (error !== undefined) return error;
+        }
+        return undefined;
+      }
+      case "anyOf": {
+        // oneOf is generated as anyOf; an output matching two options is still accepted (documented).
+        return node.options.some((o) => this.check(o, value, at) === undefined)
+          ? undefined
+          : `${at}: matches none of the options`;
+      }
+      case "ref": {
+        const target = this.graph.defs.get(node.name);
+        return target === undefined ? `${at}: unknown reference` : this.check(target, value, at);
+      }
+      default:
+        return node satisfies never;
     }
-    case "anyOf": {
-      const options = node.options
-        .map((o) => shortest(compiled, o, visiting))
-        .filter((o): o is string => o !== undefined);
-      return options.sort((a, b) => a.length - b.length)[0];
-    }
-    case "ref": {
-      const target = compiled.defs.get(node.name);
-      if (target === undefined || visiting.has(node.name)) return undefined;
-      visiting.add(node.name);
-      const result = shortest(compiled, target, visiting);
-      visiting.delete(node.name);
-      return result;
-    }
-    default:
-      return node satisfies never;
   }
 }
 

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { compileJsonSchema } from "./json-schema.js";
+import { compileJsonSchema } from "./compiled-schema.js";
 import {
   endsInsideThinking,
   OutputParser,

@@ -1,7 +1,8 @@
 // Turns a request's output options (JSON mode, tools, reasoning) into prompt changes, a grammar and parser options.
 import type { ChatMessage, OutputRequest, ToolDefinition } from "../engine/types.js";
+import type { CompiledSchema } from "./compiled-schema.js";
 import { GrammarBuilder, literal } from "./gbnf.js";
-import { type CompiledSchema, minimalJson, validateJson } from "./json-schema.js";
+import { validateJson } from "./json-schema.js";
 import { markerFreeTextRule } from "./marker-free-text.js";
 import { endsInsideThinking, type OutputParser, type OutputParserOptions } from "./output-parser.js";
 import { type TemplateCapabilities, TOOL_ENVELOPES, type ToolCallFormat } from "./tool-format.js";
@@ -122,6 +123,14 @@ function withSystemText(messages: readonly ChatMessage[], instructions: readonly
   return [{ role: "system", content: text }, ...messages];
 }
 
+/**
+ * The first character of prompted reasoning: neither `<` (the block would close empty) nor whitespace. Reasoning is
+ * trimmed at both ends, so a block of only whitespace would reach the client as an empty `reasoning` although
+ * thinking was asked for and enforced; the set is what String.prototype.trim removes.
+ */
+const VISIBLE_THOUGHT_START =
+  "[^<\\x09-\\x0d\\x20\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]";
+
 export function planGeneration(
   prompt: PromptPlan,
   renderedPrompt: string,
@@ -163,7 +172,7 @@ export function planGeneration(
   const constrained = answer !== undefined;
   let grammar: string | undefined;
   if (prompt.reasoning === "prompted") {
-    g.rule("thought", "[^<]+");
+    g.rule("thought", `${VISIBLE_THOUGHT_START} [^<]*`);
     grammar = g.build(`thought "</think>" [\\n]{0,2} ${answer ?? g.rule("text", "[^ \\t\\n\\r] .*")}`);
   } else if (constrained && answer !== undefined) {
     if (prompt.reasoning === "native") {
@@ -181,9 +190,7 @@ export function planGeneration(
     use !== undefined && use.mode === "required"
       ? shortestCall(use, format, schemas)
       : json
-        ? schema === undefined
-          ? "{}"
-          : (minimalJson(schema) ?? "{}")
+        ? (schema?.minimal ?? "{}")
         : "";
   return {
     promptSuffix,
@@ -230,7 +237,7 @@ function shortestCall(
 ): string {
   const envelope = TOOL_ENVELOPES[format];
   const calls = use.callable.map((tool) => {
-    const args = minimalJson(schemas.get(tool.name) as CompiledSchema) ?? "{}";
+    const args = (schemas.get(tool.name) as CompiledSchema).minimal;
     return (
       envelope.open +
       envelope.beforeName +

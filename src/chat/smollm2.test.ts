@@ -1,11 +1,19 @@
 // Real-model checks: the default model's tokenizer (SmolLM2-135M-Instruct), loaded once for the file.
 import { readFileSync } from "node:fs";
-import { getLlama, type Llama, type LlamaModel } from "node-llama-cpp";
+import {
+  getLlama,
+  type Llama,
+  LlamaGrammarEvaluationState,
+  type LlamaModel,
+  type Token,
+} from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../config/load.js";
 import type { ModelConfig } from "../config/schema.js";
+import { grammarAccepts } from "../engine/llama/llama-internals.js";
 import type { ChatMessage } from "../engine/types.js";
 import { ensureModelFile } from "../models/fetch.js";
+import { planGeneration, planPrompt } from "./output-plan.js";
 import { createPromptRenderer, hasLeadingBos } from "./template.js";
 import { Utf8TokenDecoder } from "./utf8.js";
 
@@ -83,5 +91,31 @@ describe("with the real SmolLM2 model", () => {
     // Whole-string tokenization would obey the client's tokens; the segments keep only the template's.
     expect(controlCount(injected.whole)).toBe(controlCount(injected.segmented) + 2);
     expect(controlCount(injected.segmented)).toBe(5);
+  });
+
+  it("prompted reasoning must start with a visible character: whitespace alone would be trimmed to nothing", async () => {
+    // The flake behind "JSON mode applies to the answer after the reasoning": at temperature 1 the model sometimes
+    // wrote "\n</think>", which `[^<]+` allowed and trimming turned into an empty `reasoning`.
+    const capabilities = { tools: undefined, nativeThinking: false };
+    const output = {
+      format: { type: "json_object" as const },
+      tools: [],
+      toolChoice: "auto" as const,
+      parallelToolCalls: true,
+    };
+    const plan = planGeneration(planPrompt([], output, true, capabilities), "", output, capabilities);
+    const runtime = llama as Llama;
+    const grammar = await runtime.createGrammar({ grammar: plan.grammar ?? "" });
+    const state = new LlamaGrammarEvaluationState({ model: model(), grammar });
+    const first = (text: string): Token => {
+      const [token] = model().tokenize(text, false);
+      if (token === undefined || model().detokenize([token]) !== text)
+        throw new Error(`no single token for ${JSON.stringify(text)}`);
+      return token;
+    };
+    for (const blank of ["\n", " ", "\n\n", "  "])
+      expect(grammarAccepts(runtime, state, first(blank))).toBe(false);
+    expect(grammarAccepts(runtime, state, first("</"))).toBe(false);
+    expect(grammarAccepts(runtime, state, first("The"))).toBe(true);
   });
 });

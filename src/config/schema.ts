@@ -179,6 +179,20 @@ export function parseProxyEntry(
   return { address, prefix, family: version === 4 ? "ipv4" : "ipv6" };
 }
 
+const budgetLimit = (what: string) => z.number().int().min(1).optional().describe(what);
+
+/** What one request's response_format and tool schemas may cost; unset limits keep the defaults (docs/security.md). */
+const schemaBudgetSchema = z
+  .object({
+    nodes: budgetLimit("subschemas, properties and enum values, all schemas together (default 5000)"),
+    properties: budgetLimit("declared properties, all schemas together (default 2000)"),
+    alternatives: budgetLimit("grammar alternatives open at once, per schema (default 1000)"),
+    grammarBytes: budgetLimit("grammar text in bytes, all schemas together (default 262144)"),
+    repetitions: budgetLimit("expanded maxLength/maxItems repetitions, all schemas together (default 20000)"),
+    minimalLength: budgetLimit("characters of a schema's shortest instance (default 65536)"),
+  })
+  .strict();
+
 export const serverConfigSchema = z
   .object({
     host: z.string().default("127.0.0.1"),
@@ -230,6 +244,8 @@ export const serverConfigSchema = z
       .max(3650)
       .default(7)
       .describe("lifetime of the API key created on first start; 0: it never expires"),
+
+    schemaBudget: schemaBudgetSchema.optional(),
   })
   .strict();
 

@@ -1,5 +1,5 @@
 // The Engine port: what the API asks of an inference engine, independent of HTTP, orgs and node-llama-cpp.
-import type { CompiledSchema } from "../chat/json-schema.js";
+import type { CompiledSchema } from "../chat/compiled-schema.js";
 import type { Channel } from "./channel.js";
 
 /** One message of the conversation, already validated by the API layer. */

@@ -1,6 +1,7 @@
 // The one map from expected domain failures (engine, chat, tenancy) to the HTTP error hierarchy: /v1, /admin/v1
 // and the dashboard's pages all answer a domain failure with the status, message and code this module gives it.
 import { JsonSchemaError } from "../chat/json-schema.js";
+import { SchemaBudgetError } from "../chat/schema-budget.js";
 import { TemplateError } from "../chat/template.js";
 import {
   ContextOverflowError,
@@ -91,6 +92,15 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
     return new InvalidRequestError(
       `The model's chat template rejected the messages: ${err.message}`,
       "messages",
+    );
+  }
+  // A schema over the budget: the limit is named in the message and the code says it is not malformed, only too big.
+  if (err instanceof SchemaBudgetError) {
+    const param = hints.param ?? "response_format";
+    return new InvalidRequestError(
+      `Invalid schema for '${param}': ${err.message} (${err.path})`,
+      param,
+      "schema_too_complex",
     );
   }
   if (err instanceof JsonSchemaError) {

@@ -6,6 +6,8 @@ export const ERROR_CODES = Object.freeze({
   invalid_request_error: 400,
   /** The prompt plus max_tokens do not fit in the model's context (`param` messages). */
   context_length_exceeded: 400,
+  /** A response_format or tool schema over the schema budget (config server.schemaBudget); the message names the limit. */
+  schema_too_complex: 400,
   /** Admin API: a model id that is not in the server's configured models. */
   unknown_model: 400,
   invalid_api_key: 401,

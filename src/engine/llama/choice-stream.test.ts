@@ -1,6 +1,6 @@
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { compileJsonSchema } from "../../chat/json-schema.js";
+import { compileJsonSchema } from "../../chat/compiled-schema.js";
 import { OutputParser } from "../../chat/output-parser.js";
 import { planGeneration, planPrompt } from "../../chat/output-plan.js";
 import type { TemplateCapabilities } from "../../chat/tool-format.js";
