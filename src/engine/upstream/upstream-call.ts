@@ -101,7 +101,7 @@ export async function callUpstream(
     try {
       started = await startStream(ctx, prepared, endpoint, controller, signal);
     } catch (err) {
-      ctx.slots.release(endpoint);
+      ctx.slots.release(endpoint, request.cacheScope);
       if (request.signal?.aborted) throw new RequestAbortedError(request.model);
       // Shutting down: the same 503 as a full queue (QueueFullError covers a draining engine).
       if (ctx.engineSignal.aborted) throw new QueueFullError(request.model);
@@ -229,7 +229,7 @@ async function relay(
   // The slot is free before the channel ends: whoever reads the end sees the endpoint's load without it.
   const end = (error?: unknown) => {
     if (signal.aborted) reader.cancel().catch(() => undefined);
-    ctx.slots.release(endpoint);
+    ctx.slots.release(endpoint, prepared.request.cacheScope);
     events.push({ type: "usage", usage: usage() });
     if (error === undefined) events.close();
     else events.fail(error);
