@@ -1,5 +1,6 @@
 // POST /v1/chat/completions: parse → completions service → SSE chunks or one JSON body.
 import { performance } from "node:perf_hooks";
+import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
 import type { CompletionsService } from "../completions/completions-service.js";
@@ -16,8 +17,11 @@ import { type CompletionMeta, completionId } from "./wire.js";
 export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
-  /** Largest n a request may ask for, and how often a silent stream sends a keep-alive comment. */
-  limits: { maxN: number; keepAliveMs: number };
+  /**
+   * Largest n a request may ask for, how often a silent stream sends a keep-alive comment, and how long a stream
+   * may wait for a client that reads nothing before its connection is destroyed.
+   */
+  limits: { maxN: number; keepAliveMs: number; sseDrainTimeoutMs: number };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
@@ -66,7 +70,24 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
           return mapDomainError(err).toBody();
         },
       }),
-    () => left.abort(),
+    {
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      onClientGone: () => left.abort(),
+      onStalled: () => {
+        deps.logger.warn(
+          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
+          "client stopped reading the stream: connection destroyed, generation stopped",
+        );
+        const outgoing = nodeResponse(c);
+        outgoing?.destroy();
+        return outgoing !== undefined;
+      },
+    },
   );
   return new Response(stream, { status: 200, headers: { ...SSE_HEADERS, ...headers } });
+}
+
+/** The Node response under this request; in-memory requests (`app.request()` in tests) have none. */
+function nodeResponse(c: Context<AppEnv>): HttpBindings["outgoing"] | undefined {
+  return (c.env as Partial<HttpBindings> | undefined)?.outgoing;
 }

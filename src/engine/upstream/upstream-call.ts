@@ -3,7 +3,7 @@
 import { TextDecoder } from "node:util";
 import type { Logger } from "../../observability/logger.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
-import { Channel } from "../channel.js";
+import { Channel, MAX_BACKLOG } from "../channel.js";
 import { QueueFullError, RequestAbortedError } from "../errors.js";
 import type { Generation, GenerationEvent, PreparedRequest, UsageCounts } from "../types.js";
 import { describeFailure, type Endpoint, EndpointEjectedError, type EndpointPool } from "./endpoint-pool.js";
@@ -237,6 +237,8 @@ async function relay(
   try {
     emit(stream.first);
     for (;;) {
+      // A client that stopped reading: stop reading the upstream too (TCP pushes back on the endpoint).
+      await events.drained(MAX_BACKLOG, signal);
       const { done, value } = await reader.read();
       if (done) break;
       emit(decoder.push(text.decode(value, { stream: true })));
