@@ -42,10 +42,9 @@ async function until(what: string, condition: () => Promise<boolean>): Promise<v
 const queueDepth = (server: ServerProcess) => metric(server, "hearth_queue_depth", { model: MODEL });
 const busySequences = (server: ServerProcess) => metric(server, "hearth_busy_sequences", { model: MODEL });
 
-/** A streamed request that holds a sequence: resolves once admitted (the 200), ends when `leave()` is called. */
-async function hold(client: OpenAI): Promise<{ leave: () => Promise<void> }> {
-  const controller = new AbortController();
-  const stream = await client.chat.completions.create(
+/** A streamed request that would generate for long: resolves with the stream once admitted (the 200). */
+function holdingRequest(client: OpenAI, signal: AbortSignal) {
+  return client.chat.completions.create(
     {
       model: MODEL,
       messages: [{ role: "user", content: HOLD_PROMPT }],
@@ -53,8 +52,14 @@ async function hold(client: OpenAI): Promise<{ leave: () => Promise<void> }> {
       temperature: 0,
       stream: true,
     },
-    { signal: controller.signal },
+    { signal },
   );
+}
+
+/** A streamed request that holds a sequence: resolves once admitted (the 200), ends when `leave()` is called. */
+async function hold(client: OpenAI): Promise<{ leave: () => Promise<void> }> {
+  const controller = new AbortController();
+  const stream = await holdingRequest(client, controller.signal);
   const reading = (async () => {
     for await (const _ of stream) {
       // Read, so the server is never held up by a full socket.
@@ -237,17 +242,7 @@ describe("a server with 2 sequences and 4 queue places", () => {
     const leaving = Array.from({ length: 30 }, () => new AbortController());
     let refused = 0;
     const outcomes = leaving.map((controller) =>
-      client.chat.completions
-        .create(
-          {
-            model: MODEL,
-            messages: [{ role: "user", content: HOLD_PROMPT }],
-            max_tokens: 1500,
-            temperature: 0,
-            stream: true,
-          },
-          { signal: controller.signal },
-        )
+      holdingRequest(client, controller.signal)
         .then(
           async (stream) => {
             // Admitted: read until this test leaves.
