@@ -1,12 +1,12 @@
 // Composition root: loadConfig → buildServices (store, tenancy, limits, usage, completions) around the engine →
 // createApp → serve; SIGTERM drains, then disposes.
-import { type ServerType, serve } from "@hono/node-server";
 import { createApp } from "./app/create-app.js";
 import {
   firstKeyAnnouncement,
   firstOwnerAnnouncement,
   writeFirstStartCredentials,
 } from "./app/first-start.js";
+import { listen } from "./app/http-server.js";
 import { buildServices, type Services } from "./app/services.js";
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS, type HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
@@ -85,13 +85,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   if (firstKey !== null) announce(firstKeyAnnouncement(firstKey));
   const app = createApp(services);
 
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: config.server.host, port: config.server.port }, () =>
-      resolve(s),
-    );
-  });
-  const address = server.address();
-  const port = typeof address === "object" && address !== null ? address.port : config.server.port;
+  const { server, port } = await listen(app.fetch, config.server);
   const url = `http://${config.server.host}:${port}`;
   logger.info({ url }, "listening");
   if (firstKey !== null) {
@@ -125,7 +119,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       await services.accounting.settled();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Running responses have ended; idle keep-alive sockets would otherwise hold close() for seconds.
-      (server as import("node:http").Server).closeAllConnections();
+      server.closeAllConnections();
       await engine.dispose();
       await closed;
       await graph.dispose(); // usage records and key uses are written before the store closes

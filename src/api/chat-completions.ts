@@ -1,5 +1,6 @@
 // POST /v1/chat/completions: parse → completions service → SSE chunks or one JSON body.
 import { performance } from "node:perf_hooks";
+import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
@@ -17,8 +18,11 @@ import { type CompletionMeta, completionId } from "./wire.js";
 export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
-  /** Largest n a request may ask for, and how often a silent stream sends a keep-alive comment. */
-  limits: { maxN: number; keepAliveMs: number; schemaBudget?: SchemaBudget };
+  /**
+   * Largest n a request may ask for, how often a silent stream sends a keep-alive comment, how long a stream may
+   * wait for a client that reads nothing before its connection is destroyed, and what schemas may cost.
+   */
+  limits: { maxN: number; keepAliveMs: number; sseDrainTimeoutMs: number; schemaBudget?: SchemaBudget };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
@@ -70,7 +74,24 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
           return mapDomainError(err).toBody();
         },
       }),
-    () => left.abort(),
+    {
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      onClientGone: () => left.abort(),
+      onStalled: () => {
+        deps.logger.warn(
+          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
+          "client stopped reading the stream: connection destroyed, generation stopped",
+        );
+        const outgoing = nodeResponse(c);
+        outgoing?.destroy();
+        return outgoing !== undefined;
+      },
+    },
   );
   return new Response(stream, { status: 200, headers: { ...SSE_HEADERS, ...headers } });
+}
+
+/** The Node response under this request; in-memory requests (`app.request()` in tests) have none. */
+function nodeResponse(c: Context<AppEnv>): HttpBindings["outgoing"] | undefined {
+  return (c.env as Partial<HttpBindings> | undefined)?.outgoing;
 }

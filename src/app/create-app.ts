@@ -123,6 +123,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       maxN: services.config.server.maxN,
       keepAliveMs: services.config.server.keepAliveMs,
       schemaBudget: schemaBudget(services.config.server.schemaBudget),
+      sseDrainTimeoutMs: services.config.server.sseDrainTimeoutMs,
     },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));

@@ -244,10 +244,48 @@ export const serverConfigSchema = z
       .max(3650)
       .default(7)
       .describe("lifetime of the API key created on first start; 0: it never expires"),
-
     schemaBudget: schemaBudgetSchema.optional(),
+    sseDrainTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(30_000)
+      .describe("a stream whose client reads nothing this long is destroyed and its generation stopped"),
+    headersTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(10_000)
+      .describe("longest a client may take to send a request's headers (slow clients hold a connection)"),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(60_000)
+      .describe("longest a client may take to send a whole request, body included (not the response)"),
+    keepAliveTimeoutMs: z
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(5_000)
+      .describe("an idle keep-alive connection is closed after this long"),
+    maxConnections: z
+      .number()
+      .int()
+      .min(1)
+      .max(1_000_000)
+      .default(1024)
+      .describe("open connections at once; beyond it new connections are closed at once"),
   })
-  .strict();
+  .strict()
+  .refine((s) => s.headersTimeoutMs <= s.requestTimeoutMs, {
+    path: ["headersTimeoutMs"],
+    message: "headersTimeoutMs must not exceed requestTimeoutMs (the headers are part of the request)",
+  });
 
 export const metricsConfigSchema = z
   .object({

@@ -78,7 +78,7 @@ export interface GenerationRequest {
   sampling: SamplingParams;
   /**
    * The organization. Prefix-cache scope (cached tokens are never reused across scopes) and fairness key of
-   * the queue (turns are taken per scope; one scope holds at most half the queue).
+   * the queue (turns, places and the sequence share are per scope: src/engine/fair-queue.ts).
    */
   cacheScope: string;
   /**

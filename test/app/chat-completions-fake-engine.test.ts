@@ -1,9 +1,8 @@
 // The whole app in memory on the fake engine (no model): auth, /v1/chat/completions streamed and not, 400/404/429/503
 // before the 200, errors after it, usage records and metrics. The same paths on the real model: test/integration/
 // app.test.ts, test/conformance.
-import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type UsageRecordRow, usageRecords } from "../../src/store/schema.js";
+import type { UsageRecordRow } from "../../src/store/schema.js";
 import {
   callTool,
   DEFAULT_REPLY,
@@ -17,7 +16,7 @@ import {
   think,
   waitFor,
 } from "../support/fake-engine.js";
-import { startTestApp, type TestApp } from "../support/test-app.js";
+import { startTestApp, type TestApp, usageRecordOf } from "../support/test-app.js";
 
 /** One sequence and no queue: a second request while one runs is refused at once. */
 const SINGLE = "single";
@@ -78,17 +77,7 @@ async function busy(model: string): Promise<void> {
 /** The request's usage record, once the meter has written it. */
 async function usageRecord(requestId: string | null): Promise<UsageRecordRow> {
   expect(requestId).toMatch(/^req_/);
-  for (let i = 0; i < 200; i++) {
-    await harness.services.accounting.settled();
-    await harness.services.usageMeter.flush();
-    const [row] = await harness.store.db
-      .select()
-      .from(usageRecords)
-      .where(eq(usageRecords.requestId, requestId ?? ""));
-    if (row !== undefined) return row;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`no usage record for ${requestId}`);
+  return usageRecordOf(harness, requestId ?? "");
 }
 
 /** A sample from /metrics; labels must match exactly (in any order). */

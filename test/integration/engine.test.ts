@@ -2,6 +2,7 @@
 // the fair queue, aborts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
+import { MAX_BACKLOG } from "../../src/engine/channel.js";
 import { ContextOverflowError, QueueFullError, RequestAbortedError } from "../../src/engine/errors.js";
 import { generate } from "../../src/engine/generate.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
@@ -17,7 +18,7 @@ import { ensureModelFile } from "../../src/models/fetch.js";
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
-// A queue of 4: each organization may hold 2 places.
+// A queue of 4 places, all of them for one organization while no other waits.
 const model = { ...base, parallel: 4, maxQueue: 4, contextSize: 1024, prefillChunk: 64 };
 
 let engine: LlamaEngine;
@@ -276,7 +277,7 @@ describe("llama engine on the real model", () => {
     expect(runner.stats.decodes).toBe(decodesBefore);
   });
 
-  it("admits when sequences are free, takes turns between organizations, refuses a full share or queue at once", async () => {
+  it("admits when sequences are free, lets a lone organization fill the queue, evicts its newest for a newcomer, takes turns", async () => {
     const long = sampling({ maxTokens: 400, ignoreEos: true });
     const holders = Array.from({ length: 4 }, () => new AbortController());
     // enqueue resolves only once a request holds its sequence: these four take every sequence.
@@ -295,24 +296,27 @@ describe("llama engine on the real model", () => {
       request("Say hi.", { sampling: sampling({ maxTokens: 4 }), cacheScope: scope, ...extra });
     const a5 = track("a5", generate(engine, short("org_a")));
     const a6 = track("a6", generate(engine, short("org_a")));
-    await until(() => runner.queueDepth === 2, "a5 and a6 are queued");
-    // org_a holds its share (2 of 4 places): refused at once by enqueue although the queue has room, after
-    // prepare succeeded (where the caller charges it).
+    const a7 = track("a7", generate(engine, short("org_a")));
+    const a8 = track("a8", generate(engine, short("org_a")));
+    // Nobody else waits: org_a may take every place of the queue.
+    await until(() => runner.queueDepth === 4, "a5 to a8 are queued");
+    // The queue is full and org_a holds the most places: a request of org_a is refused at once by enqueue,
+    // after prepare succeeded (where the caller charges it).
     const overShare = await engine.prepare(short("org_a"));
     expect(overShare.promptTokens).toBeGreaterThan(0);
     await expect(engine.enqueue(overShare)).rejects.toBeInstanceOf(QueueFullError);
-    // Another organization still gets a place, behind org_a's two.
+    // Another organization arriving at the full queue takes the place of org_a's newest waiting request.
     const b1 = track("b1", generate(engine, short("org_b")));
-    await until(() => runner.queueDepth === 3, "b1 is queued");
-    // A client that leaves while queued: dropped at once, no sequence used.
+    await expect(a8).rejects.toBeInstanceOf(QueueFullError);
+    expect(runner.queueDepth).toBe(4);
+    // A client that leaves while queued: dropped at once, no sequence used (it took a7's place on arrival).
     const leaving = new AbortController();
     const c1 = track("c1", generate(engine, short("org_c", { signal: leaving.signal })));
-    await until(() => runner.queueDepth === 4, "c1 is queued");
-    await expect(generate(engine, short("org_d"))).rejects.toBeInstanceOf(QueueFullError);
+    await expect(a7).rejects.toBeInstanceOf(QueueFullError);
     leaving.abort();
     await expect(c1).rejects.toBeInstanceOf(RequestAbortedError);
     expect(runner.load()).toMatchObject({ busySequences: 4, queueDepth: 3 });
-    expect(order).toEqual(["c1:AbortError"]);
+    expect(order).toEqual(["a8:QueueFullError", "a7:QueueFullError", "c1:AbortError"]);
 
     // Cancel the running four mid-generation: each still ends with usage (tokens generated so far).
     await running[0]?.events[Symbol.asyncIterator]().next();
@@ -321,10 +325,38 @@ describe("llama engine on the real model", () => {
     for (const r of cancelled) expect(r.usage.completionTokens).toBeLessThan(400);
     // org_b's request starts before org_a's second one, which was queued before it.
     const admitted = await Promise.all([a5, a6, b1]);
-    expect(order).toEqual(["c1:AbortError", "a5", "b1", "a6"]);
+    expect(order.slice(3)).toEqual(["a5", "b1", "a6"]);
     for (const r of await Promise.all(admitted.map(collect))) expect(r.reasons).toHaveLength(1);
     await until(() => runner.busySlots === 0, "every sequence is free");
     expect(runner.queueDepth).toBe(0);
+  });
+
+  it("pauses a generation whose reader has fallen behind while the others keep decoding", async () => {
+    const FAST_TOKENS = MAX_BACKLOG * 2;
+    const unread = new AbortController();
+    const slow = await generate(
+      engine,
+      request("Tell me a story.", {
+        sampling: sampling({ maxTokens: 400, ignoreEos: true }),
+        signal: unread.signal,
+      }),
+    );
+    const fast = await generate(
+      engine,
+      request("Count to one hundred.", {
+        sampling: sampling({ maxTokens: FAST_TOKENS, ignoreEos: true }),
+        cacheScope: "org_b",
+      }),
+    );
+    expect((await collect(fast)).usage.completionTokens).toBe(FAST_TOKENS);
+    // Decoded side by side, the unread generation would have kept up with the other's steps; it stopped at the
+    // bound instead, holding its sequence but taking no part in the decodes.
+    expect(slow.events.backlog).toBeGreaterThanOrEqual(MAX_BACKLOG);
+    expect(slow.events.backlog).toBeLessThanOrEqual(MAX_BACKLOG + 1);
+    unread.abort();
+    const cut = await collect(slow);
+    expect(cut.usage.completionTokens).toBeLessThan(FAST_TOKENS);
+    await until(() => runner.busySlots === 0, "every sequence is free");
   });
 
   it("prefills a long prompt in chunks while other streams keep decoding", async () => {

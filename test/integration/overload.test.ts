@@ -42,10 +42,9 @@ async function until(what: string, condition: () => Promise<boolean>): Promise<v
 const queueDepth = (server: ServerProcess) => metric(server, "hearth_queue_depth", { model: MODEL });
 const busySequences = (server: ServerProcess) => metric(server, "hearth_busy_sequences", { model: MODEL });
 
-/** A streamed request that holds a sequence: resolves once admitted (the 200), ends when `leave()` is called. */
-async function hold(client: OpenAI): Promise<{ leave: () => Promise<void> }> {
-  const controller = new AbortController();
-  const stream = await client.chat.completions.create(
+/** A streamed request that would generate for long: resolves with the stream once admitted (the 200). */
+function holdingRequest(client: OpenAI, signal: AbortSignal) {
+  return client.chat.completions.create(
     {
       model: MODEL,
       messages: [{ role: "user", content: HOLD_PROMPT }],
@@ -53,8 +52,14 @@ async function hold(client: OpenAI): Promise<{ leave: () => Promise<void> }> {
       temperature: 0,
       stream: true,
     },
-    { signal: controller.signal },
+    { signal },
   );
+}
+
+/** A streamed request that holds a sequence: resolves once admitted (the 200), ends when `leave()` is called. */
+async function hold(client: OpenAI): Promise<{ leave: () => Promise<void> }> {
+  const controller = new AbortController();
+  const stream = await holdingRequest(client, controller.signal);
   const reading = (async () => {
     for await (const _ of stream) {
       // Read, so the server is never held up by a full socket.
@@ -122,7 +127,12 @@ describe("a server with 2 sequences and 2 queue places", () => {
   let server: ServerProcess;
 
   beforeAll(async () => {
-    server = await startServerProcess({ args: ["--parallel", "2", "--max-queue", "2"] });
+    // Queued requests wait for others to generate; on a loaded test machine that can take longer than the
+    // default 30 s queue timeout, which these tests do not look at.
+    server = await startServerProcess({
+      args: ["--parallel", "2", "--max-queue", "2"],
+      env: { HEARTH_QUEUE_TIMEOUT_MS: "300000" },
+    });
   });
 
   afterAll(async () => {
@@ -137,8 +147,8 @@ describe("a server with 2 sequences and 2 queue places", () => {
     for (const outcome of outcomes) expect([200, 503]).toContain(outcome.status);
     const accepted = outcomes.filter((o) => o.status === 200);
     const refused = outcomes.filter((o) => o.status === 503);
-    // Two sequences and one organization's share of the queue (1 of 2 places) are taken before any refusal.
-    expect(accepted.length).toBeGreaterThanOrEqual(3);
+    // Two sequences and the whole queue (2 places: nobody else waits) are taken before any refusal.
+    expect(accepted.length).toBeGreaterThanOrEqual(4);
     expect(refused.length).toBeGreaterThanOrEqual(1);
     for (const outcome of accepted) {
       expect(outcome.reasons).toHaveLength(1);
@@ -182,7 +192,7 @@ describe("a server with 2 sequences and 2 queue places", () => {
     await until("the holders' sequences are free", async () => (await busySequences(server)) === 0);
   });
 
-  it("keeps a queue place for another organization while one organization floods it", async () => {
+  it("lets one organization fill the queue, and gives its newest waiting place to another organization that comes", async () => {
     await hearthCli(server, ["orgs", "create", "beta", "--models", MODEL]);
     const alpha = openaiClient(server);
     const beta = openaiClient(server, await createKeyWithCli(server, "beta"));
@@ -197,17 +207,76 @@ describe("a server with 2 sequences and 2 queue places", () => {
     const holders = [await hold(alpha), await hold(alpha)];
     const a1 = send("a1", alpha, "Say one.");
     await until("a1 is queued", async () => (await queueDepth(server)) === 1);
-    // The default organization holds its share (1 of 2 places): refused although a place is free...
-    expectOverloaded(await send("a2", alpha, "Say two."));
-    // ...which beta gets.
+    // Nobody else waits: the default organization may take the last place too.
+    const a2 = send("a2", alpha, "Say two.");
+    await until("a2 is queued", async () => (await queueDepth(server)) === 2);
+    // beta arrives at the full queue: alpha's newest waiting request is refused (it never got a 200)...
     const b1 = send("b1", beta, "Say three.");
+    expectOverloaded(await a2);
+    // ...and beta has its place.
     await until("b1 is queued", async () => (await queueDepth(server)) === 2);
+    // A sequence frees: alpha still holds the other one, its share of two while beta waits, so b1 goes first
+    // although a1 queued earlier; a1 follows when b1 ends.
     await holders[0]?.leave();
     expect((await a1).status).toBe(200);
     const a3 = send("a3", alpha, "Say four.");
     await holders[1]?.leave();
     for (const outcome of await Promise.all([b1, a3])) expect(outcome.reasons).toHaveLength(1);
-    expect(order).toEqual(["a2:503", "a1", "b1", "a3"]);
+    expect(order).toEqual(["a2:503", "b1", "a1", "a3"]);
+  });
+});
+
+describe("a server with 2 sequences and 4 queue places", () => {
+  let server: ServerProcess;
+
+  beforeAll(async () => {
+    server = await startServerProcess({ args: ["--parallel", "2", "--max-queue", "4"] });
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it("admits 6 of a burst of 30 from one organization (2 running, 4 waiting) and refuses 24 at once", async () => {
+    const client = openaiClient(server);
+    const leaving = Array.from({ length: 30 }, () => new AbortController());
+    let refused = 0;
+    const outcomes = leaving.map((controller) =>
+      holdingRequest(client, controller.signal)
+        .then(
+          async (stream) => {
+            // Admitted: read until this test leaves.
+            for await (const _ of stream) {
+              // Read, so the server is never held up by a full socket.
+            }
+            return "admitted" as const;
+          },
+          (err: unknown) => {
+            if (err instanceof APIError && err.status === 503) {
+              refused++;
+              expectOverloaded({ status: 503, reasons: [], error: err });
+              return "refused" as const;
+            }
+            if (err instanceof APIUserAbortError) return "left while queued" as const;
+            throw err;
+          },
+        )
+        .catch((err: unknown) => {
+          if (err instanceof APIUserAbortError) return "admitted" as const;
+          throw err;
+        }),
+    );
+    await until("24 are refused", async () => refused >= 24);
+    await until("2 run and 4 wait", async () => {
+      return (await busySequences(server)) === 2 && (await queueDepth(server)) === 4;
+    });
+    for (const controller of leaving) controller.abort();
+    const counts = new Map<string, number>();
+    for (const outcome of await Promise.all(outcomes)) counts.set(outcome, (counts.get(outcome) ?? 0) + 1);
+    expect(counts.get("refused")).toBe(24);
+    expect((counts.get("admitted") ?? 0) + (counts.get("left while queued") ?? 0)).toBe(6);
+    await until("every sequence is free", async () => (await busySequences(server)) === 0);
+    expect(await queueDepth(server)).toBe(0);
   });
 });
 

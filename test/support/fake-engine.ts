@@ -1,6 +1,6 @@
 // An Engine for tests and the bench without the model: scripted replies, a bounded queue, deterministic tokens.
 import { setTimeout as sleep } from "node:timers/promises";
-import { Channel } from "../../src/engine/channel.js";
+import { Channel, MAX_BACKLOG } from "../../src/engine/channel.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
@@ -176,6 +176,8 @@ export class FakeEngine implements Engine {
   private healthOverride: ModelHealth[] | undefined;
   /** Every request `prepare` accepted, in order: what the service asked for (seed, cacheScope, output…). */
   readonly requests: GenerationRequest[] = [];
+  /** Tokens generated so far, every request together (a paused generation stops adding to it). */
+  tokensGenerated = 0;
   private readonly models: Map<string, FakeModel>;
   private readonly once: FakeScript[] = [];
   private script: FakeScript;
@@ -392,6 +394,8 @@ export class FakeEngine implements Engine {
     const push = (event: GenerationEvent) => events.push(event);
 
     for (const step of reply.steps ?? say(DEFAULT_REPLY)) {
+      // Like the real engines: a generation whose reader has fallen behind pauses until it catches up.
+      await events.drained(MAX_BACKLOG, signal);
       // Even a script without delays yields between steps, like a real decode loop.
       await (this.stepDelayMs > 0 && step.type === "delta"
         ? abortable(sleep(this.stepDelayMs), signal)
@@ -425,6 +429,7 @@ export class FakeEngine implements Engine {
               ...(step.target === undefined ? {} : { target: step.target }),
             });
             generated[c] = (generated[c] ?? 0) + tokens;
+            this.tokensGenerated += tokens;
             if (step.target?.kind === "reasoning") reasoningTokens += tokens;
             if ((generated[c] ?? 0) >= maxTokensPerChoice) {
               finished[c] = true;

@@ -1,5 +1,6 @@
 // The whole app in memory for tests: the same service graph main.ts builds (buildServices → createApp), on PGlite
 // or PostgreSQL, around the fake engine or a real one; requests go through `app.request()`, no port.
+import { eq } from "drizzle-orm";
 import type { Hono } from "hono";
 import { type AppOptions, createApp } from "../../src/app/create-app.js";
 import type { AppEnv } from "../../src/app/env.js";
@@ -19,6 +20,7 @@ import {
 import type { Engine } from "../../src/engine/types.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
 import type { Store } from "../../src/store/open-store.js";
+import { type UsageRecordRow, usageRecords } from "../../src/store/schema.js";
 import { DEFAULT_OWNER_EMAIL } from "../../src/tenancy/bootstrap.js";
 import { FAKE_MODEL, FakeEngine, type FakeEngineOptions } from "./fake-engine.js";
 import { type Backend, pgliteBackend, postgresBackend } from "./store-backends.js";
@@ -72,6 +74,24 @@ export interface TestApp<E extends Engine> {
   dispose(): Promise<void>;
   /** dispose(), the engine, and the data dir or database. */
   close(): Promise<void>;
+}
+
+/** A request's usage record (by its x-request-id), once the app's accounting and meter have written it. */
+export async function usageRecordOf<E extends Engine>(
+  harness: TestApp<E>,
+  requestId: string,
+): Promise<UsageRecordRow> {
+  for (let i = 0; i < 200; i++) {
+    await harness.services.accounting.settled();
+    await harness.services.usageMeter.flush();
+    const [row] = await harness.store.db
+      .select()
+      .from(usageRecords)
+      .where(eq(usageRecords.requestId, requestId));
+    if (row !== undefined) return row;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`no usage record for ${requestId}`);
 }
 
 /** Starts the app. Always `close()` it (afterAll). */

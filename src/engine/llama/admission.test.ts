@@ -73,25 +73,57 @@ describe("Admission", () => {
     expect(admission.depth).toBe(0);
   });
 
-  it("refuses at once an organization over its share, and anyone once the queue is full", () => {
-    const { admission, log } = setup(1, { maxQueue: 4 });
-    admission.enqueue(item("a0"));
-    admission.enqueue(item("a1"));
-    admission.enqueue(item("a2"));
-    admission.enqueue(item("a3"));
-    expect(log).toEqual(["a0", "a3:QueueFullError"]);
-    admission.enqueue(item("b1"));
-    admission.enqueue(item("c1"));
-    admission.enqueue(item("d1"));
-    expect(log.slice(2)).toEqual(["d1:QueueFullError"]);
+  it("lets one organization fill the whole queue while no one else waits: 2 sequences, 4 places, 30 → 6 in", () => {
+    const { admission, log, pool } = setup(2, { maxQueue: 4 });
+    for (let i = 1; i <= 30; i++) admission.enqueue(item(`a${i}`));
+    expect(log.slice(0, 2)).toEqual(["a1", "a2"]);
+    expect(pool.busyCount).toBe(2);
     expect(admission.depth).toBe(4);
+    // Refused at once, before enqueue returned: the newest each time.
+    expect(log.slice(2)).toEqual(Array.from({ length: 24 }, (_, i) => `a${i + 7}:QueueFullError`));
   });
 
-  it("counts an organization's salted requests in its one share: a salt narrows the cache, not fairness", () => {
-    const { admission, log } = setup(1, { maxQueue: 4 });
+  it("refuses at once the newest queued request of the organization holding the most when another arrives", () => {
+    const { admission, log, finish } = setup(1, { maxQueue: 4 });
+    admission.enqueue(item("a0"));
+    for (const name of ["a1", "a2", "a3", "a4"]) admission.enqueue(item(name));
+    expect(log).toEqual(["a0"]);
+    // b arrives at the full queue: a4 (queued, never admitted) is refused within b1's enqueue.
+    admission.enqueue(item("b1"));
+    expect(log).toEqual(["a0", "a4:QueueFullError"]);
+    admission.enqueue(item("c1"));
+    expect(log.slice(2)).toEqual(["a3:QueueFullError"]);
+    // a, b and c hold 2, 1, 1: d's arrival takes a's newest; a fifth organization's would take its own.
+    admission.enqueue(item("d1"));
+    admission.enqueue(item("b2"));
+    expect(log.slice(3)).toEqual(["a2:QueueFullError", "b2:QueueFullError"]);
+    expect(admission.depth).toBe(4);
+    for (const name of ["a0", "a1", "b1", "c1"]) finish(name);
+    expect(log.slice(5)).toEqual(["a1", "b1", "c1", "d1"]);
+  });
+
+  it("counts an organization's salted requests in its one tenancy: a salt narrows the cache, not fairness", () => {
+    const { admission, log } = setup(1, { maxQueue: 3 });
     admission.enqueue(item("a0"));
     for (const salt of ["x", "y", "z"]) admission.enqueue(item(`a${salt}`, { scope: `a\u0000${salt}` }));
+    admission.enqueue(item("b1"));
+    // Were each salt its own tenant, every one would hold one place and b1 itself would be refused.
     expect(log).toEqual(["a0", "az:QueueFullError"]);
+  });
+
+  it("gives freed sequences to an organization within its share before one over it, while both wait", () => {
+    const { admission, log, finish } = setup(4, { maxQueue: 16 });
+    for (const name of ["a1", "a2", "a3", "a4", "a5", "a6", "b1", "b2"]) admission.enqueue(item(name));
+    expect(log).toEqual(["a1", "a2", "a3", "a4"]);
+    // a holds 3 of 4 sequences, over its share (2 of 4 with b waiting): b1 first, though a's turn came first.
+    finish("a1");
+    // a holds 2 and b 1: another for a would put it over its share; b2 is within b's.
+    finish("a2");
+    expect(log.slice(4)).toEqual(["b1", "b2"]);
+    // b waits no more: a is not capped.
+    finish("a3");
+    finish("b1");
+    expect(log.slice(6)).toEqual(["a5", "a6"]);
   });
 
   it("refuses a request still queued after the queue timeout", () => {

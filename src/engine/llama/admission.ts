@@ -41,11 +41,14 @@ export class Admission<T extends Admittable> {
 
   constructor(private readonly options: AdmissionOptions<T>) {
     // The organization is the fairness key (the prefix cache may be narrower: a salt). A request that needs
-    // more sequences than are free lets others pass at most once per sequence.
+    // more sequences than are free lets others pass at most once per sequence. The sequence share keeps one
+    // organization from taking every freed sequence while others wait.
+    const pool = options.pool;
     this.queue = new FairQueue<Waiting<T>>({
       maxQueue: options.maxQueue,
-      bypassLimit: options.pool.size,
+      bypassLimit: pool.size,
       tenantOf: (waiting) => waiting.item.tenant,
+      slots: { capacity: () => pool.size, sizeOf: (waiting) => waiting.item.n, heldBy: () => pool.heldBy() },
     });
   }
 
@@ -56,22 +59,19 @@ export class Admission<T extends Admittable> {
 
   /**
    * Queues an item and admits whatever fits now, in the queue's order (the item itself may leave at once).
-   * Otherwise it waits: refused at once when its organization holds its share or the queue is full, after
-   * `queueTimeoutMs`, or when its signal aborts.
+   * Otherwise it waits, or the queue's bound refuses at once either the item (the queue is full and its
+   * organization holds the most places) or the newest waiting item of the organization that does (fair-queue.ts).
+   * A waiting item is refused after `queueTimeoutMs`, or when its signal aborts.
    */
   enqueue(item: T): void {
-    const room = this.queue.hasRoomFor(item.tenant);
     const waiting: Waiting<T> = { item, timer: undefined, onAbort: undefined };
     this.waiting.set(item, waiting);
-    // Queued before the bounds are checked: a request that can start at once never needs a place.
+    // Queued before the bound is checked: a request that can start at once never needs a place.
     this.queue.push(waiting);
     this.admit();
+    for (const shed of this.queue.shed()) this.refuse(shed, new QueueFullError(this.options.model));
     if (!this.waiting.has(item)) return;
     const model = this.options.model;
-    if (!room) {
-      this.drop(item, new QueueFullError(model));
-      return;
-    }
     const timeoutMs = this.options.queueTimeoutMs;
     waiting.timer = setTimeout(() => this.drop(item, new QueueTimeoutError(model, timeoutMs)), timeoutMs);
     const signal = item.signal;
@@ -96,7 +96,7 @@ export class Admission<T extends Admittable> {
       if (taken === undefined) return;
       const { item: waiting, lease } = taken;
       this.leave(waiting);
-      pool.take(lease);
+      pool.take(lease, waiting.item.tenant);
       this.options.admitted(waiting.item, lease);
     }
   }
@@ -106,8 +106,7 @@ export class Admission<T extends Admittable> {
     const waiting = this.waiting.get(item);
     if (waiting === undefined) return false;
     this.queue.remove(waiting);
-    this.leave(waiting);
-    this.options.refused(item, error);
+    this.refuse(waiting, error);
     // A large request that held the queue may have left: others may fit now.
     this.admit();
     return true;
@@ -116,6 +115,12 @@ export class Admission<T extends Admittable> {
   /** Refuses every waiting item (shutdown). */
   dropAll(error: Error): void {
     for (const { item } of this.queue.items()) this.drop(item, error);
+  }
+
+  /** A waiting item already out of the queue is refused: its caller answers 503 before any 200. */
+  private refuse(waiting: Waiting<T>, error: Error): void {
+    this.leave(waiting);
+    this.options.refused(waiting.item, error);
   }
 
   private leave(waiting: Waiting<T>): void {

@@ -13,6 +13,8 @@ export interface Slot<S extends CachedSequence> {
   busy: boolean;
   /** Cache scope (organization) of the tokens the sequence holds: a prefix is reused only within it. */
   scope: string | undefined;
+  /** While busy: the tenant (organization) holding it, for the queue's sequence share. */
+  holder: string | undefined;
 }
 
 export class SlotPool<S extends CachedSequence> {
@@ -20,7 +22,13 @@ export class SlotPool<S extends CachedSequence> {
 
   /** `sequences[i]` becomes slot `i`. */
   constructor(sequences: readonly S[]) {
-    this.slots = sequences.map((sequence, id) => ({ id, sequence, busy: false, scope: undefined }));
+    this.slots = sequences.map((sequence, id) => ({
+      id,
+      sequence,
+      busy: false,
+      scope: undefined,
+      holder: undefined,
+    }));
   }
 
   get size(): number {
@@ -50,14 +58,31 @@ export class SlotPool<S extends CachedSequence> {
     }));
   }
 
-  /** Marks a lease's slots busy. */
-  take(lease: SlotChoice): void {
-    for (const id of leasedIds(lease)) this.slot(id).busy = true;
+  /** Sequences held right now, by tenant. */
+  heldBy(): Map<string, number> {
+    const held = new Map<string, number>();
+    for (const { busy, holder } of this.slots) {
+      if (busy && holder !== undefined) held.set(holder, (held.get(holder) ?? 0) + 1);
+    }
+    return held;
+  }
+
+  /** Marks a lease's slots busy, held by `holder`. */
+  take(lease: SlotChoice, holder: string): void {
+    for (const id of leasedIds(lease)) {
+      const slot = this.slot(id);
+      slot.busy = true;
+      slot.holder = holder;
+    }
   }
 
   /** Frees a lease's slots; their KV stays as a reusable prefix. */
   free(lease: SlotChoice): void {
-    for (const id of leasedIds(lease)) this.slot(id).busy = false;
+    for (const id of leasedIds(lease)) {
+      const slot = this.slot(id);
+      slot.busy = false;
+      slot.holder = undefined;
+    }
   }
 }
 

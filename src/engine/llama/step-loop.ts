@@ -1,5 +1,6 @@
 // The continuous-batching loop of one context: each step, a prefill chunk and every generating choice's next token.
 import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
+import { MAX_BACKLOG } from "../channel.js";
 import { priorityOf, type RunnerStats } from "./batching.js";
 import { ChoiceStream, usageOf } from "./choice-stream.js";
 import type { Choice, Job } from "./job.js";
@@ -126,13 +127,16 @@ export class StepLoop {
     }
     for (const job of this.active) {
       if (job.state !== "decode" || job.cancelled) continue;
+      // Its reader has fallen behind (a client that stopped reading): paused, holding its sequences, until the
+      // reader catches up or the SSE drain timeout cancels it. Other jobs' steps go on without it.
+      if (job.channel.backlog >= MAX_BACKLOG) continue;
       for (const choice of job.choices) {
         if (!choice.stream.finished && !work.some((w) => w.sequenceId === choice.sequenceId))
           work.push(decodeWork(job, choice));
       }
     }
     if (work.length === 0) {
-      // Every job is waiting on something outside the loop (nothing should, but never spin).
+      // Every job is paused for its reader, or waiting on something outside the loop: never spin.
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         setTimeout(resolve, 50);

@@ -71,14 +71,31 @@ describe("EndpointSlots", () => {
     await settle();
     expect(log).toEqual(["a1→0", "a2→1"]);
     expect(slots.depth).toBe(3);
-    // Organizations take turns: b1 before a4, though a4 came first.
-    for (const index of [1, 0, 1]) {
-      slots.release(at(pool, index));
+    // Organizations take turns, and one holding more than its share of the slots (a: 1 of 2, with b waiting)
+    // gets no more while b waits: b1 first, though a3 and a4 came first.
+    for (const [index, scope] of [
+      [1, "a"],
+      [0, "a"],
+      [1, "b"],
+    ] as const) {
+      slots.release(at(pool, index), scope);
       await settle();
     }
-    expect(log.slice(2)).toEqual(["a3→1", "b1→0", "a4→1"]);
+    expect(log.slice(2)).toEqual(["b1→1", "a3→0", "a4→1"]);
     expect(pool.endpoints.map((e) => e.inFlight)).toEqual([1, 1]);
     expect(slots.depth).toBe(0);
+  });
+
+  it("lets one organization fill the queue, and gives a newcomer the place of its newest waiting request", async () => {
+    const { log, ask, slots } = setup(1, { maxQueue: 3 });
+    for (const name of ["a0", "a1", "a2", "a3", "a4"]) ask(name);
+    await settle();
+    expect(log).toEqual(["a0→0", "a4:QueueFullError"]);
+    expect(slots.depth).toBe(3);
+    ask("b1");
+    await settle();
+    expect(log.slice(2)).toEqual(["a3:QueueFullError"]);
+    expect(slots.depth).toBe(3);
   });
 
   it("refuses at once beyond maxQueue, after queueTimeoutMs, and when the request's signal aborts", async () => {
@@ -147,10 +164,10 @@ describe("EndpointSlots", () => {
     ask("c1", { exclude: new Set([0]) });
     ask("d1");
     await settle();
-    slots.release(at(pool, 0));
+    slots.release(at(pool, 0), "a");
     await settle();
     expect(log.slice(2)).toEqual(["d1→0"]);
-    slots.release(at(pool, 1));
+    slots.release(at(pool, 1), "b");
     await settle();
     expect(log.slice(3)).toEqual(["c1→1"]);
     // Every healthy endpoint tried: refused at once.

@@ -40,14 +40,22 @@ export interface EndpointSlotsOptions {
 
 export class EndpointSlots {
   private readonly queue: FairQueue<Waiter>;
+  /** Slots held right now, by organization: the queue's slot share. */
+  private readonly held = new Map<string, number>();
 
   constructor(private readonly options: EndpointSlotsOptions) {
     // Every request needs one slot, but a retry may not use the endpoints it tried: it must never hold up the
-    // others, hence no bypass limit.
+    // others, hence no bypass limit. The slot share counts the healthy endpoints' slots.
+    const { pool } = options;
     this.queue = new FairQueue<Waiter>({
       maxQueue: options.maxQueue,
       bypassLimit: Number.POSITIVE_INFINITY,
       tenantOf: (waiter) => waiter.request.scope,
+      slots: {
+        capacity: () => pool.endpoints.reduce((sum, e) => sum + (e.healthy ? e.maxInFlight : 0), 0),
+        sizeOf: () => 1,
+        heldBy: () => this.held,
+      },
     });
   }
 
@@ -61,8 +69,9 @@ export class EndpointSlots {
 
   /**
    * A slot on an endpoint: at once when one is free, else after a fair wait. Refused at once when no healthy
-   * endpoint is left to try or the queue (or the organization's share of it) is full; after `queueTimeoutMs`;
-   * when the request's signal aborts.
+   * endpoint is left to try or the queue is full and the request's organization holds the most places; while
+   * waiting, when an organization arriving at the full queue takes its place (fair-queue.ts), after
+   * `queueTimeoutMs`, or when the request's signal aborts. Give the slot back with `release(endpoint, scope)`.
    */
   acquire(request: SlotRequest): Promise<Endpoint> {
     const { pool } = this.options;
@@ -75,7 +84,6 @@ export class EndpointSlots {
       const free = this.free(request);
       if (free !== undefined) return Promise.resolve(free);
     }
-    if (!this.queue.hasRoomFor(request.scope)) return Promise.reject(new QueueFullError(this.model));
     return new Promise<Endpoint>((resolve, reject) => {
       const waiter: Waiter = { request, resolve, reject, timer: undefined, onAbort: undefined };
       const { queueTimeoutMs } = this.options;
@@ -89,12 +97,16 @@ export class EndpointSlots {
       }
       this.queue.push(waiter);
       this.pump();
+      for (const shed of this.queue.shed()) this.refuse(shed, new QueueFullError(this.model));
     });
   }
 
-  /** Gives a slot back and hands free slots to waiting requests. */
-  release(endpoint: Endpoint): void {
+  /** Gives back a slot `acquire` gave a request of `scope`, and hands free slots to waiting requests. */
+  release(endpoint: Endpoint, scope: string): void {
     this.options.pool.release(endpoint);
+    const holds = (this.held.get(scope) ?? 0) - 1;
+    if (holds > 0) this.held.set(scope, holds);
+    else this.held.delete(scope);
     this.pump();
   }
 
@@ -122,7 +134,7 @@ export class EndpointSlots {
       });
       if (taken === undefined) return;
       this.leave(taken.item);
-      pool.acquire(taken.lease);
+      this.hold(taken.lease, taken.item.request.scope);
       taken.item.resolve(taken.lease);
     }
   }
@@ -131,12 +143,22 @@ export class EndpointSlots {
     const { pool } = this.options;
     const i = chooseEndpoint(pool.endpoints, request.key, request.exclude);
     const endpoint = i === undefined ? undefined : pool.endpoints[i];
-    if (endpoint !== undefined) pool.acquire(endpoint);
+    if (endpoint !== undefined) this.hold(endpoint, request.scope);
     return endpoint;
+  }
+
+  private hold(endpoint: Endpoint, scope: string): void {
+    this.options.pool.acquire(endpoint);
+    this.held.set(scope, (this.held.get(scope) ?? 0) + 1);
   }
 
   private drop(waiter: Waiter, error: Error): void {
     if (!this.queue.remove(waiter)) return;
+    this.refuse(waiter, error);
+  }
+
+  /** A waiter already out of the queue is refused: its request answers 503 before any 200. */
+  private refuse(waiter: Waiter, error: Error): void {
     this.leave(waiter);
     waiter.reject(error);
   }

@@ -3,7 +3,7 @@
 import { TextDecoder } from "node:util";
 import type { Logger } from "../../observability/logger.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
-import { Channel } from "../channel.js";
+import { Channel, MAX_BACKLOG } from "../channel.js";
 import { QueueFullError, RequestAbortedError } from "../errors.js";
 import type { Generation, GenerationEvent, PreparedRequest, UsageCounts } from "../types.js";
 import { describeFailure, type Endpoint, EndpointEjectedError, type EndpointPool } from "./endpoint-pool.js";
@@ -102,7 +102,7 @@ export async function callUpstream(
     try {
       started = await startStream(ctx, prepared, endpoint, controller, signal);
     } catch (err) {
-      ctx.slots.release(endpoint);
+      ctx.slots.release(endpoint, request.cacheScope);
       if (request.signal?.aborted) throw new RequestAbortedError(request.model);
       // Shutting down: the same 503 as a full queue (QueueFullError covers a draining engine).
       if (ctx.engineSignal.aborted) throw new QueueFullError(request.model);
@@ -229,7 +229,7 @@ async function relay(
   // The slot is free before the channel ends: whoever reads the end sees the endpoint's load without it.
   const end = (error?: unknown) => {
     if (signal.aborted) response.discard();
-    ctx.slots.release(endpoint);
+    ctx.slots.release(endpoint, prepared.request.cacheScope);
     events.push({ type: "usage", usage: usage() });
     if (error === undefined) events.close();
     else events.fail(error);
@@ -237,6 +237,8 @@ async function relay(
   try {
     emit(stream.first);
     for (;;) {
+      // A client that stopped reading: stop reading the upstream too (TCP pushes back on the endpoint).
+      await events.drained(MAX_BACKLOG, signal);
       const { done, value } = await response.chunks.next();
       if (done) break;
       emit(decoder.push(text.decode(value, { stream: true })));
