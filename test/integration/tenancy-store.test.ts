@@ -45,6 +45,8 @@ describe.each(STORE_BACKENDS)("tenancy store on %s", (_name, makeBackend) => {
     expect(tables.rows.map((r) => r.table_name)).toEqual([
       "api_keys",
       "audit_log",
+      "dashboard_flashes",
+      "invitations",
       "memberships",
       "model_grants",
       "organizations",
