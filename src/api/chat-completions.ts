@@ -3,6 +3,7 @@ import { performance } from "node:perf_hooks";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
 import type { CompletionsService } from "../completions/completions-service.js";
+import type { RequestLimits } from "../config/schema.js";
 import { mapDomainError } from "../errors/domain-errors.js";
 import { parseJsonBody } from "../errors/validation.js";
 import { rateLimitHeaders } from "../limits/headers.js";
@@ -16,20 +17,27 @@ import { type CompletionMeta, completionId } from "./wire.js";
 export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
-  /** Largest n a request may ask for, and how often a silent stream sends a keep-alive comment. */
-  limits: { maxN: number; keepAliveMs: number };
+  /** Largest n and the size bounds of a request, and how often a silent stream sends a keep-alive comment. */
+  limits: { maxN: number; keepAliveMs: number; requestLimits: RequestLimits };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
   const startedAt = performance.now();
   const requestId = c.get("requestId");
-  const parsed = parseChatRequest(parseJsonBody(await c.req.text()), { maxN: deps.limits.maxN });
-  c.set("model", parsed.model);
-
   // The connection closing (Hono's request signal) or the stream's reader cancelling both mean the client left.
   const left = new AbortController();
   const signal = AbortSignal.any([c.req.raw.signal, left.signal]);
-  const { generation, rateLimit } = await deps.completions.start(parsed, {
+  // The service counts the request (RPM) before the body is read and validated: see CompletionsService.start.
+  const read = async () => {
+    const request = parseChatRequest(parseJsonBody(await c.req.text()), deps.limits);
+    c.set("model", request.model);
+    return request;
+  };
+  const {
+    generation,
+    rateLimit,
+    request: parsed,
+  } = await deps.completions.start(read, {
     principal: c.get("principal"),
     requestId,
     startedAt,

@@ -103,7 +103,11 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const chat = {
     completions: services.completions,
     logger,
-    limits: { maxN: services.config.server.maxN, keepAliveMs: services.config.server.keepAliveMs },
+    limits: {
+      maxN: services.config.server.maxN,
+      keepAliveMs: services.config.server.keepAliveMs,
+      requestLimits: services.config.server.requestLimits,
+    },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
   v1.get("/models", (c) => listModels(c, services.modelAccess));

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakeEngine } from "../../test/support/fake-engine.js";
 import { startTestApp, type TestApp } from "../../test/support/test-app.js";
 import type { AppEnv } from "../app/env.js";
-import type { HearthConfig } from "../config/schema.js";
+import { type HearthConfig, serverConfigSchema } from "../config/schema.js";
 import type { Store } from "../store/open-store.js";
 import { users as usersTable } from "../store/schema.js";
 import { AUDIT_ACTIONS } from "../tenancy/audit.js";
@@ -26,7 +26,7 @@ let app: Hono<AppEnv>;
 
 function configFor(overrides: Partial<HearthConfig> = {}): HearthConfig {
   return {
-    server: { host: "127.0.0.1", port: 8000, maxBodyBytes: 1 << 20, maxN: 8, keepAliveMs: 5000 },
+    server: serverConfigSchema.parse({ maxBodyBytes: 1 << 20 }),
     models: [],
     upstreamModels: [],
     modelIds: [],

@@ -8,7 +8,7 @@ import { Command } from "commander";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { registerModelsCommands } from "../cli/models.js";
 import { ConfigError } from "../config/load.js";
-import { type HearthConfig, modelConfigSchema } from "../config/schema.js";
+import { type HearthConfig, modelConfigSchema, serverConfigSchema } from "../config/schema.js";
 
 let root: string;
 let config: HearthConfig;
@@ -42,7 +42,7 @@ beforeAll(() => {
   const good = join(root, "good.gguf");
   writeFileSync(good, Buffer.concat([Buffer.from("GGUF"), Buffer.alloc(64)]));
   config = {
-    server: { host: "127.0.0.1", port: 8000, maxBodyBytes: 4096, maxN: 8, keepAliveMs: 5000 },
+    server: serverConfigSchema.parse({ maxBodyBytes: 4096 }),
     models: [
       modelConfigSchema.parse({ id: "good", source: good, contextSize: 4096, parallel: 2 }),
       modelConfigSchema.parse({ id: "missing", source: join(root, "missing.gguf") }),
