@@ -6,8 +6,9 @@ import { Template } from "@huggingface/jinja";
 import { loadConfig } from "../src/config/load.js";
 import { requestLimitsSchema } from "../src/config/schema.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
-import type { ChatMessage, GenerationRequest } from "../src/engine/types.js";
+import type { ChatMessage } from "../src/engine/types.js";
 import { ensureModelFile } from "../src/models/fetch.js";
+import { generationRequest, greedySampling } from "../test/support/generation-request.js";
 
 /**
  * Runs `work` while a setImmediate ticker watches the event loop: the longest gap between two ticks is the longest
@@ -94,22 +95,11 @@ export async function prepareHold(): Promise<string> {
   ];
   try {
     for (const [label, messages] of cases) {
-      const request: GenerationRequest = {
-        model: model.id,
+      const request = generationRequest(model.id, {
         messages,
-        enableThinking: false,
-        n: 1,
-        sampling: {
-          temperature: 0,
-          topP: 1,
-          frequencyPenalty: 0,
-          presencePenalty: 0,
-          seed: 1,
-          maxTokens: 1,
-          stop: [],
-        },
+        sampling: greedySampling({ maxTokens: 1 }),
         cacheScope: "bench",
-      };
+      });
       const holds: number[] = [];
       const renders: number[] = [];
       let outcome = "";
