@@ -89,6 +89,17 @@ describe("placeholdersAreExact", () => {
         `{% macro show(t) %}{{ t }}{% endmacro %}{% for m in messages %}{{ show(m.content) }}{% endfor %}`,
       ),
     ).toBe(false);
+    // A macro or call block whose output holds client text hands it to a caller that may transform it.
+    expect(
+      exact(
+        `{% macro all() %}{% for m in messages %}{{ m.content }}{% endfor %}{% endmacro %}{{ all() | upper }}`,
+      ),
+    ).toBe(false);
+    expect(
+      exact(
+        `{% macro up() %}{{ caller() | upper }}{% endmacro %}{% call up() %}{% for m in messages %}{{ m.content }}{% endfor %}{% endcall %}`,
+      ),
+    ).toBe(false);
     // A variable set late in the loop and compared early in the next turn is still followed.
     expect(
       exact(

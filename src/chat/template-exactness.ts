@@ -94,12 +94,14 @@ class Analysis {
         this.set(node);
         return;
       case "Macro":
-        // Only kind-free values can be passed to a call (see `call`), so parameters are plain values.
-        this.statements(list(node, "body"));
+        // Only kind-free values can be passed to a call (see `call`), so parameters are plain values. A macro's
+        // output is a call's value, which the caller may transform: it may not output client text.
+        this.withoutClientOutput(() => this.statements(list(node, "body")));
         return;
       case "CallStatement":
+        // The body is the macro's caller(), whose output the macro may transform.
         this.call(child(node, "call"));
-        this.statements(list(node, "body"));
+        this.withoutClientOutput(() => this.statements(list(node, "body")));
         return;
       case "FilterStatement":
         // A filter over a block transforms whatever the block outputs: nothing of the client's may be in it.
