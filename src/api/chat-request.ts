@@ -171,7 +171,7 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
   checkRequestSize(body, limits);
   const req = validate(body, chatRequestSchema);
   checkAssistantMessages(body);
-  checkPromptChars(req.messages, limits);
+  checkPromptChars(req.messages, req.tools, limits);
   checkStop(req.stop, limits);
 
   const n = req.n ?? 1;

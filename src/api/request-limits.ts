@@ -36,8 +36,15 @@ export interface PromptText {
   tool_calls?: readonly { id: string; function: { name: string; arguments: string } }[] | undefined;
 }
 
-/** After validation: the characters the messages put into the prompt, before anything renders them. */
-export function checkPromptChars(messages: readonly PromptText[], limits: RequestLimits): void {
+/**
+ * After validation: the characters of the prompt text the client sent (messages, and the tools' descriptions the
+ * template renders beside them; schemas have their own bound), before anything renders them.
+ */
+export function checkPromptChars(
+  messages: readonly PromptText[],
+  tools: readonly { function: { description?: string | undefined } }[] | undefined,
+  limits: RequestLimits,
+): void {
   let chars = 0;
   for (const message of messages) {
     const { content } = message;
@@ -48,12 +55,19 @@ export function checkPromptChars(messages: readonly PromptText[], limits: Reques
       chars += call.id.length + call.function.name.length + call.function.arguments.length;
     }
   }
-  if (chars > limits.maxPromptChars) {
+  const messageChars = chars;
+  for (const tool of tools ?? []) chars += tool.function.description?.length ?? 0;
+  if (chars <= limits.maxPromptChars) return;
+  if (messageChars > limits.maxPromptChars) {
     throw new InvalidRequestError(
       `Invalid 'messages': the messages may total at most ${limits.maxPromptChars} characters, but they have ${chars}.`,
       "messages",
     );
   }
+  throw new InvalidRequestError(
+    `Invalid 'tools': the messages and the tools' descriptions may total at most ${limits.maxPromptChars} characters, but they have ${chars}.`,
+    "tools",
+  );
 }
 
 /** After validation: every stop string within the configured length (the stop matcher holds back that much text). */

@@ -180,7 +180,9 @@ export const requestLimitsSchema = z
       .int()
       .min(1024)
       .default(1_048_576)
-      .describe("characters of all messages together (contents, names, tool-call arguments)"),
+      .describe(
+        "characters of all messages together (contents, names, tool calls) and of the tools' descriptions",
+      ),
     maxStopChars: z.number().int().min(1).max(65_536).default(256).describe("characters per stop string"),
     maxSchemaBytes: z
       .number()

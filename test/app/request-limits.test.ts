@@ -138,6 +138,13 @@ describe("size bounds of one request", () => {
       "messages",
       "Invalid 'messages': the messages may total at most 1048576 characters, but they have 1048577.",
     );
+    // Tools' descriptions are prompt text too.
+    const described = [{ type: "function", function: { name: "f", description: "d".repeat(1_048_000) } }];
+    await expect400(
+      await harness.chat(body({ messages: [user("b".repeat(577))], tools: described })),
+      "tools",
+      "Invalid 'tools': the messages and the tools' descriptions may total at most 1048576 characters, but they have 1048577.",
+    );
     expect(prepares).toBe(before);
   });
 
