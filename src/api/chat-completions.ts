@@ -5,6 +5,7 @@ import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionsService } from "../completions/completions-service.js";
+import type { RequestLimits } from "../config/schema.js";
 import { mapDomainError } from "../errors/domain-errors.js";
 import { parseJsonBody } from "../errors/validation.js";
 import { rateLimitHeaders } from "../limits/headers.js";
@@ -19,25 +20,35 @@ export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
   /**
-   * Largest n a request may ask for, how often a silent stream sends a keep-alive comment, how long a stream may
-   * wait for a client that reads nothing before its connection is destroyed, and what schemas may cost.
+   * Largest n and the size bounds of a request, what its schemas may cost, how often a silent stream sends a
+   * keep-alive comment, and how long a stream may wait for a client that reads nothing before it is destroyed.
    */
-  limits: { maxN: number; keepAliveMs: number; sseDrainTimeoutMs: number; schemaBudget?: SchemaBudget };
+  limits: {
+    maxN: number;
+    keepAliveMs: number;
+    sseDrainTimeoutMs: number;
+    requestLimits: RequestLimits;
+    schemaBudget?: SchemaBudget;
+  };
 }
 
 export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
   const startedAt = performance.now();
   const requestId = c.get("requestId");
-  const parsed = parseChatRequest(parseJsonBody(await c.req.text()), {
-    maxN: deps.limits.maxN,
-    ...(deps.limits.schemaBudget === undefined ? {} : { schemaBudget: deps.limits.schemaBudget }),
-  });
-  c.set("model", parsed.model);
-
   // The connection closing (Hono's request signal) or the stream's reader cancelling both mean the client left.
   const left = new AbortController();
   const signal = AbortSignal.any([c.req.raw.signal, left.signal]);
-  const { generation, rateLimit } = await deps.completions.start(parsed, {
+  // The service counts the request (RPM) before the body is read and validated: see CompletionsService.start.
+  const read = async () => {
+    const request = parseChatRequest(parseJsonBody(await c.req.text()), deps.limits);
+    c.set("model", request.model);
+    return request;
+  };
+  const {
+    generation,
+    rateLimit,
+    request: parsed,
+  } = await deps.completions.start(read, {
     principal: c.get("principal"),
     requestId,
     startedAt,

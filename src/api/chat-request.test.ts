@@ -174,16 +174,16 @@ describe("parseChatRequest: accepted bodies", () => {
     );
   });
 
-  it("reads a null or absent assistant content as empty text", () => {
+  it("reads a null or absent assistant content beside tool_calls as empty text", () => {
+    const call = { id: "call_1", type: "function", function: { name: "f", arguments: "{}" } };
     const parsed = withMessages(
       { role: "user", content: "q" },
-      { role: "assistant", content: null },
-      { role: "assistant" },
+      { role: "assistant", content: null, tool_calls: [call] },
+      { role: "tool", tool_call_id: "call_1", content: "r" },
+      { role: "assistant", tool_calls: [call] },
     );
-    expect(parsed.messages.slice(1)).toEqual([
-      { role: "assistant", content: "" },
-      { role: "assistant", content: "" },
-    ]);
+    expect(parsed.messages[1]).toMatchObject({ role: "assistant", content: "" });
+    expect(parsed.messages[3]).toMatchObject({ role: "assistant", content: "" });
   });
 
   it("accepts an earlier response sent back as it came (refusal, reasoning, tool_calls null) and drops those fields", () => {

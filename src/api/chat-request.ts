@@ -2,6 +2,7 @@
 import { z } from "zod";
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionRequest } from "../completions/types.js";
+import { type RequestLimits, requestLimitsSchema } from "../config/schema.js";
 import type { ChatMessage } from "../engine/types.js";
 import { InvalidRequestError } from "../errors/api-error.js";
 import { validate } from "../errors/validation.js";
@@ -13,6 +14,7 @@ import {
   toolSchema,
   toToolCall,
 } from "./chat-request-output.js";
+import { checkAssistantMessages, checkPromptChars, checkRequestSize, checkStop } from "./request-limits.js";
 
 /** The completions service's request plus what only the HTTP reply needs (streaming and its usage chunk). */
 export interface ParsedChatRequest extends CompletionRequest {
@@ -25,7 +27,17 @@ export interface ParseChatRequestOptions {
   maxN: number;
   /** What the request's schemas may cost (config server.schemaBudget); default SCHEMA_BUDGET_DEFAULTS. */
   schemaBudget?: SchemaBudget;
+  /** Bounds on the request's size (config server.requestLimits); default: the config's defaults. */
+  requestLimits?: RequestLimits;
 }
+
+const DEFAULT_REQUEST_LIMITS = requestLimitsSchema.parse({});
+
+/** OpenAI's bounds on `metadata` ("16 key-value pairs … keys 64 characters … values 512 characters"). */
+const METADATA_PAIRS = 16;
+const METADATA_KEY_CHARS = 64;
+/** OpenAI documents 64 characters for `safety_identifier`, which supersedes `user`; both are held to it. */
+const USER_ID_CHARS = 64;
 
 /** OpenAI accepts null for every optional field and treats it as absent; dropping null keys keeps null out of the types. */
 function dropNullFields(value: unknown): unknown {
@@ -124,12 +136,30 @@ const chatRequestSchema = nullAsAbsent(
     audio: refused(never("audio", "Hearth produces text only.")),
     web_search_options: refused(never("web_search_options", "Hearth has no web search.")),
     // Accepted and ignored: none of these changes what is generated (docs/compatibility.md).
-    user: z.string().optional(),
-    safety_identifier: z.string().optional(),
+    user: z.string().max(USER_ID_CHARS).optional(),
+    safety_identifier: z.string().max(USER_ID_CHARS).optional(),
     prompt_cache_key: z.string().optional(),
     // vLLM's: narrows prefix-cache reuse to requests with the same salt, within the caller's organization.
     cache_salt: z.string().min(1).max(256).optional(),
-    metadata: z.record(z.string(), z.string()).optional(),
+    metadata: z
+      .record(z.string(), z.string().max(512))
+      .superRefine((metadata, ctx) => {
+        const keys = Object.keys(metadata);
+        if (keys.length > METADATA_PAIRS) {
+          ctx.addIssue({
+            code: "custom",
+            message: `Invalid 'metadata': expected at most ${METADATA_PAIRS} key-value pairs, but got ${keys.length} instead.`,
+          });
+        }
+        const long = keys.find((key) => key.length > METADATA_KEY_CHARS);
+        if (long !== undefined) {
+          ctx.addIssue({
+            code: "custom",
+            message: `Invalid 'metadata': keys must be at most ${METADATA_KEY_CHARS} characters, but one has ${long.length}.`,
+          });
+        }
+      })
+      .optional(),
     service_tier: z.enum(["auto", "default"]).optional(),
     prediction: z.strictObject({ type: z.literal("content"), content: contentSchema }).optional(),
   }),
@@ -140,7 +170,12 @@ type RequestMessage = ChatRequestBody["messages"][number];
 
 export function parseChatRequest(body: unknown, options: ParseChatRequestOptions): ParsedChatRequest {
   if (!isPlainObject(body)) throw new InvalidRequestError("The request body must be a JSON object.");
+  const limits = options.requestLimits ?? DEFAULT_REQUEST_LIMITS;
+  checkRequestSize(body, limits);
   const req = validate(body, chatRequestSchema);
+  checkAssistantMessages(body);
+  checkPromptChars(req.messages, req.tools, limits);
+  checkStop(req.stop, limits);
 
   const n = req.n ?? 1;
   if (n > options.maxN) {

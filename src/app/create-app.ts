@@ -124,6 +124,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       keepAliveMs: services.config.server.keepAliveMs,
       schemaBudget: schemaBudget(services.config.server.schemaBudget),
       sseDrainTimeoutMs: services.config.server.sseDrainTimeoutMs,
+      requestLimits: services.config.server.requestLimits,
     },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));

@@ -3,6 +3,7 @@ import { createHash } from "node:crypto";
 import { Template } from "@huggingface/jinja";
 import type { ChatMessage, ToolDefinition } from "../engine/types.js";
 import { toolJson } from "./output-plan.js";
+import { placeholdersAreExact } from "./template-exactness.js";
 
 /**
  * A piece of the rendered prompt: `special` text is tokenized with special-token parsing, the rest as plain text.
@@ -157,7 +158,38 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
     }
   };
 
+  // Decided once: whether the template treats client strings as opaque, so placeholders alone are exact.
+  const placeholdersExact = placeholdersAreExact(template.parsed);
+
+  /**
+   * One render, with placeholders, for a conversation without tools or tool calls on a template proven to treat
+   * client strings as opaque (template-exactness.ts): the real text is the placeholders substituted back, so the
+   * checking render of renderWithPlaceholders is not needed. Errors are the conversation's (the template takes the
+   * same path as with the real strings). Undefined when the render cannot be split (the checked path decides).
+   */
+  const renderOnce = (
+    messages: readonly ChatMessage[],
+    renderOptions: RenderOptions,
+  ): RenderedPrompt | undefined => {
+    if (!placeholdersExact || renderOptions.tools !== undefined) return undefined;
+    if (messages.some((message) => (message.toolCalls?.length ?? 0) > 0)) return undefined;
+    const values: string[] = [];
+    const segments = splitAtMarkers(
+      run(messages, renderOptions, placeholderFor(values)),
+      PLACEHOLDER,
+      (index) => values[index],
+    );
+    if (segments === undefined) return undefined;
+    return {
+      text: joinSegments(segments),
+      segments: attachEdgeWhitespace(segments),
+      strategy: "placeholders",
+    };
+  };
+
   const renderDetailed = (messages: readonly ChatMessage[], renderOptions: RenderOptions): RenderedPrompt => {
+    const once = renderOnce(messages, renderOptions);
+    if (once !== undefined) return once;
     // Errors of the real render are the conversation's; the variants below only decide how to segment it.
     const text = run(messages, renderOptions, (value) => value);
     const rendered =
@@ -175,17 +207,7 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
     renderOptions: RenderOptions,
   ): RenderedPrompt | undefined => {
     const values: string[] = [];
-    const withPlaceholders = tryRun(() =>
-      run(messages, renderOptions, (value) => {
-        // Edge whitespace stays outside the placeholder, so `trim`/`strip` on it act as on the real text (the
-        // library trims with JavaScript's own whitespace set, as here).
-        const start = value.length - value.trimStart().length;
-        const end = value.trimEnd().length;
-        if (start >= end) return value; // nothing to protect; an empty string must stay falsy for the template
-        values.push(value.slice(start, end));
-        return `${value.slice(0, start)}\uE000${values.length - 1}\uE001${value.slice(end)}`;
-      }),
-    );
+    const withPlaceholders = tryRun(() => run(messages, renderOptions, placeholderFor(values)));
     if (withPlaceholders === undefined) return undefined;
     const segments = splitAtMarkers(withPlaceholders, PLACEHOLDER, (index) => values[index]);
     if (segments === undefined || joinSegments(segments) !== text) return undefined;
@@ -225,6 +247,19 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
   return {
     renderDetailed,
     render: (messages, renderOptions) => renderDetailed(messages, renderOptions).segments,
+  };
+}
+
+/** Maps each client string to a placeholder naming its index in `values` (where the string is pushed). */
+function placeholderFor(values: string[]): StringMapper {
+  return (value) => {
+    // Edge whitespace stays outside the placeholder, so `trim`/`strip` on it act as on the real text (the
+    // library trims with JavaScript's own whitespace set, as here).
+    const start = value.length - value.trimStart().length;
+    const end = value.trimEnd().length;
+    if (start >= end) return value; // nothing to protect; an empty string must stay falsy for the template
+    values.push(value.slice(start, end));
+    return `${value.slice(0, start)}\uE000${values.length - 1}\uE001${value.slice(end)}`;
   };
 }
 

@@ -15,7 +15,7 @@ import type {
   GenerationRequest,
   PreparedRequest,
 } from "../engine/types.js";
-import { RateLimitError } from "../errors/api-error.js";
+import { InvalidRequestError, RateLimitError } from "../errors/api-error.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
@@ -108,7 +108,7 @@ describe("CompletionsService", () => {
       rpm: 10,
       tpm: 1000,
     });
-    const { generation, rateLimit } = await service.start(request({ n: 2 }), caller);
+    const { generation, rateLimit } = await service.start(() => request({ n: 2 }), caller);
     expect(engine.calls).toEqual(["prepare", "enqueue"]);
     // Every choice may use its whole budget: 7 + 10 × 2.
     expect(rateLimit.tokens?.remaining).toBe(1000 - 27);
@@ -128,41 +128,63 @@ describe("CompletionsService", () => {
   it("refuses an ungranted model before the engine sees it, and says the same as for an unknown one", async () => {
     const { engine, service, caller, granted } = setup();
     granted.clear();
-    await expect(service.start(request(), caller)).rejects.toBeInstanceOf(UnknownModelError);
-    await expect(service.start(request({ model: "nope" }), caller)).rejects.toBeInstanceOf(UnknownModelError);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(UnknownModelError);
+    await expect(service.start(() => request({ model: "nope" }), caller)).rejects.toBeInstanceOf(
+      UnknownModelError,
+    );
     expect(engine.calls).toEqual([]);
   });
 
-  it("answers not ready while the models load", async () => {
-    const { engine, service, caller } = setup();
+  it("answers not ready while the models load, and gives the request back (not the client's doing)", async () => {
+    const { engine, limiter, service, principal, caller } = setup({ rpm: 10, tpm: 1000 });
     engine.ready = false;
-    await expect(service.start(request(), caller)).rejects.toBeInstanceOf(EngineNotReadyError);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(EngineNotReadyError);
     expect(engine.calls).toEqual([]);
+    expect((await limiter.snapshot(principal)).requests?.remaining).toBe(10);
   });
 
-  it("charges nothing for a prompt that does not fit", async () => {
+  it("counts a prompt that does not fit as a request (OpenAI counts unsuccessful requests) but takes no tokens", async () => {
     const { engine, limiter, service, principal, caller } = setup({ rpm: 10, tpm: 1000 });
     engine.refusePrepare = new ContextOverflowError(100, 95, 10);
-    await expect(service.start(request(), caller)).rejects.toBeInstanceOf(ContextOverflowError);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(ContextOverflowError);
     expect(engine.calls).toEqual(["prepare"]);
     expect(await limiter.snapshot(principal)).toMatchObject({
-      requests: { remaining: 10 },
+      requests: { remaining: 9 },
       tokens: { remaining: 1000 },
     });
   });
 
-  it("queues nothing when the rate limit refuses", async () => {
-    const { engine, service, caller } = setup({ rpm: 1, tpm: 1000 });
-    await service.start(request(), caller);
-    await expect(service.start(request(), caller)).rejects.toBeInstanceOf(RateLimitError);
-    expect(engine.calls).toEqual(["prepare", "enqueue", "prepare"]);
+  it("counts the request before reading it: an invalid one counts, and at the limit nothing is read", async () => {
+    const { engine, limiter, service, principal, caller } = setup({ rpm: 2, tpm: 1000 });
+    let reads = 0;
+    const invalid = () => {
+      reads++;
+      throw new InvalidRequestError("bad", "messages");
+    };
+    await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(InvalidRequestError);
+    expect((await limiter.snapshot(principal)).requests?.remaining).toBe(0);
+    await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(RateLimitError);
+    expect(reads).toBe(2);
+    expect(engine.calls).toEqual([]);
   });
 
-  it("queues nothing when the tokens would exceed the limit", async () => {
-    const { engine, service, caller } = setup({ rpm: 10, tpm: 20 });
+  it("neither prepares nor queues when the requests limit refuses", async () => {
+    const { engine, service, caller } = setup({ rpm: 1, tpm: 1000 });
+    await service.start(() => request(), caller);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(RateLimitError);
+    expect(engine.calls).toEqual(["prepare", "enqueue"]);
+  });
+
+  it("queues nothing when the tokens would exceed the limit; the request still counts", async () => {
+    const { engine, limiter, service, principal, caller } = setup({ rpm: 10, tpm: 20 });
     // 7 prompt + 10 × 2 choices = 27 > 20.
-    await expect(service.start(request({ n: 2 }), caller)).rejects.toBeInstanceOf(RateLimitError);
+    await expect(service.start(() => request({ n: 2 }), caller)).rejects.toBeInstanceOf(RateLimitError);
     expect(engine.calls).toEqual(["prepare"]);
+    expect(await limiter.snapshot(principal)).toMatchObject({
+      requests: { remaining: 9 },
+      tokens: { remaining: 20 },
+    });
   });
 
   it("gives the charge back when the queue refuses, and records no usage", async () => {
@@ -171,7 +193,7 @@ describe("CompletionsService", () => {
       tpm: 1000,
     });
     engine.refuseEnqueue = new QueueFullError("m");
-    await expect(service.start(request(), caller)).rejects.toBeInstanceOf(QueueFullError);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(QueueFullError);
     expect(await limiter.snapshot(principal)).toMatchObject({
       requests: { remaining: 10 },
       tokens: { remaining: 1000 },
@@ -180,20 +202,23 @@ describe("CompletionsService", () => {
     expect(records).toEqual([]);
   });
 
-  it("does not charge or queue a request whose client left while it was prepared", async () => {
+  it("takes no tokens for and queues no request whose client left while it was prepared (the request counts)", async () => {
     const { engine, limiter, service, principal, caller, abort } = setup({ rpm: 10, tpm: 1000 });
     abort.abort();
-    await expect(service.start(request(), caller)).rejects.toBeInstanceOf(RequestAbortedError);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(RequestAbortedError);
     expect(engine.calls).toEqual(["prepare"]);
-    expect((await limiter.snapshot(principal)).requests?.remaining).toBe(10);
+    expect(await limiter.snapshot(principal)).toMatchObject({
+      requests: { remaining: 9 },
+      tokens: { remaining: 1000 },
+    });
   });
 
   it("draws a seed when the client sent none, and keeps the one it sent", async () => {
     const { engine, service, caller } = setup();
-    await service.start(request({ sampling: { ...request().sampling, seed: undefined } }), caller);
+    await service.start(() => request({ sampling: { ...request().sampling, seed: undefined } }), caller);
     const drawn = engine.lastRequest?.sampling.seed;
     expect(Number.isInteger(drawn)).toBe(true);
-    await service.start(request({ sampling: { ...request().sampling, seed: 42 } }), caller);
+    await service.start(() => request({ sampling: { ...request().sampling, seed: 42 } }), caller);
     expect(engine.lastRequest?.sampling.seed).toBe(42);
   });
 });

@@ -3,7 +3,8 @@
 import { randomInt } from "node:crypto";
 import { RequestAbortedError } from "../engine/errors.js";
 import type { Engine, Generation, GenerationRequest } from "../engine/types.js";
-import type { RateLimiter } from "../limits/types.js";
+import { mapDomainError } from "../errors/domain-errors.js";
+import type { RateLimiter, RequestCharge } from "../limits/types.js";
 import type { Accounting } from "./accounting.js";
 import type { ModelAccess } from "./model-access.js";
 import type { Completion, CompletionCaller, CompletionRequest } from "./types.js";
@@ -19,11 +20,35 @@ export class CompletionsService {
   constructor(private readonly deps: CompletionsDeps) {}
 
   /**
-   * Admits one chat completion or throws the reason it was refused, nothing generated: unknown or ungranted
-   * model (404) or models loading (503); the prompt does not fit (400); rate limit (429); queue full or timed
-   * out (503); the client left while queued (499).
+   * Admits one chat completion or throws the reason it was refused, nothing generated, in this order:
+   * requests per minute (429) before any work on the request; then `read` (the request's validation: 400);
+   * unknown or ungranted model (404) or models loading (503); the prompt does not fit (400); tokens per minute
+   * (429); queue full or timed out (503); the client left while queued (499).
+   *
+   * Every refusal after the first keeps the request counted when it was the client's doing (a 4xx), as OpenAI
+   * counts unsuccessful requests; a 5xx (overloaded, loading, a server error) gives it back.
    */
-  async start(request: CompletionRequest, caller: CompletionCaller): Promise<Completion> {
+  async start<R extends CompletionRequest>(
+    read: () => R | Promise<R>,
+    caller: CompletionCaller,
+  ): Promise<Completion & { request: R }> {
+    // Counted before parsing, rendering, tokenizing or building a grammar: a key at its RPM gets its 429 for
+    // the price of one window update, however expensive the request it sent.
+    const charge = await this.deps.limiter.chargeRequest(caller.principal);
+    try {
+      const request = await read();
+      return { ...(await this.admit(request, caller, charge)), request };
+    } catch (err) {
+      if (!clientsDoing(err)) await charge.refund();
+      throw err;
+    }
+  }
+
+  private async admit(
+    request: CompletionRequest,
+    caller: CompletionCaller,
+    charge: RequestCharge,
+  ): Promise<Completion> {
     const { engine, access, limiter, accounting } = this.deps;
     const { principal, signal } = caller;
     await access.assertCallable(principal, request.model);
@@ -35,14 +60,15 @@ export class CompletionsService {
     // bound, which the limiter may lower to the TPM limit (but never below the prompt).
     const tokens = prepared.promptTokens + prepared.maxTokensPerChoice * request.n;
     const bound = request.sampling.maxTokens === undefined ? { minTokens: prepared.promptTokens } : {};
-    const admission = await limiter.admit(principal, tokens, bound);
+    const admission = await limiter.admitTokens(charge, tokens, bound);
 
     let generation: Generation;
     try {
       generation = await engine.enqueue(prepared);
     } catch (err) {
-      // Refused after the charge (overloaded, timed out, client left): the charge is given back.
-      await admission.refund();
+      // Refused after the charge, nothing generated: the tokens go back; the request too unless the client left.
+      if (clientsDoing(err)) await admission.settle(0);
+      else await admission.refund();
       throw err;
     }
     const metered = accounting.meter(generation, {
@@ -55,6 +81,11 @@ export class CompletionsService {
     });
     return { generation: metered, rateLimit: admission.snapshot };
   }
+}
+
+/** A refusal the client caused (its answer is a 4xx: bad input, its limits, it left), so its request counts. */
+function clientsDoing(err: unknown): boolean {
+  return mapDomainError(err).status < 500;
 }
 
 function toGenerationRequest(

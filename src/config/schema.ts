@@ -37,6 +37,14 @@ export const modelConfigSchema = z
     threads: z.number().int().min(0).max(256).default(0).describe("0 = the cores this process may use"),
     batchSize: z.number().int().min(16).max(8192).default(512),
     prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),
+    promptCharsPerToken: z
+      .number()
+      .min(1)
+      .max(128)
+      .default(8)
+      .describe(
+        "a rendered prompt longer than contextSize × this many characters is refused before tokenizing",
+      ),
   })
   .strict();
 
@@ -193,6 +201,28 @@ const schemaBudgetSchema = z
   })
   .strict();
 
+/** Bounds on one chat completion request, checked before it costs anything but its RPM charge (docs/security.md). */
+export const requestLimitsSchema = z
+  .object({
+    maxMessages: z.number().int().min(1).max(1_000_000).default(2048).describe("messages per request"),
+    maxPromptChars: z
+      .number()
+      .int()
+      .min(1024)
+      .default(1_048_576)
+      .describe(
+        "characters of all messages together (contents, names, tool calls) and of the tools' descriptions",
+      ),
+    maxStopChars: z.number().int().min(1).max(65_536).default(256).describe("characters per stop string"),
+    maxSchemaBytes: z
+      .number()
+      .int()
+      .min(1024)
+      .default(64 * 1024)
+      .describe("bytes of JSON of all tool parameter schemas and the response_format schema together"),
+  })
+  .strict();
+
 export const serverConfigSchema = z
   .object({
     host: z.string().default("127.0.0.1"),
@@ -280,6 +310,7 @@ export const serverConfigSchema = z
       .max(1_000_000)
       .default(1024)
       .describe("open connections at once; beyond it new connections are closed at once"),
+    requestLimits: requestLimitsSchema.default(requestLimitsSchema.parse({})),
   })
   .strict()
   .refine((s) => s.headersTimeoutMs <= s.requestTimeoutMs, {
@@ -365,6 +396,7 @@ export const fileConfigSchema = z
 
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
+export type RequestLimits = z.infer<typeof requestLimitsSchema>;
 
 export const defaultModels: ModelConfig[] = [
   modelConfigSchema.parse({

@@ -23,6 +23,23 @@ export class ContextOverflowError extends Error {
   }
 }
 
+/**
+ * The prompt has more characters than the model's context can plausibly hold (`contextSize` × the model's
+ * `promptCharsPerToken`): refused before it is tokenized, since tokenizing holds the event loop for every request.
+ */
+export class PromptTooLongError extends Error {
+  override name = "PromptTooLongError";
+  constructor(
+    readonly contextSize: number,
+    readonly chars: number,
+    readonly maxChars: number,
+  ) {
+    super(
+      `This model's maximum context length is ${contextSize} tokens, which this server reads from at most ${maxChars} characters of prompt. However, your messages resulted in ${chars} characters. Please reduce the length of the messages.`,
+    );
+  }
+}
+
 /** The model's bounded queue is full, or the engine is draining. */
 export class QueueFullError extends Error {
   override name = "QueueFullError";

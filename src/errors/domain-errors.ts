@@ -6,6 +6,7 @@ import { TemplateError } from "../chat/template.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
+  PromptTooLongError,
   QueueFullError,
   QueueTimeoutError,
   RequestAbortedError,
@@ -60,7 +61,9 @@ export interface DomainErrorHints {
  */
 export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiError | undefined {
   // The engine.
-  if (err instanceof ContextOverflowError) return new ContextLengthError(err.message);
+  if (err instanceof ContextOverflowError || err instanceof PromptTooLongError) {
+    return new ContextLengthError(err.message);
+  }
   if (err instanceof QueueFullError) return new EngineOverloadedError();
   // Same answer as a full queue (the client backs off and retries; nothing was generated), saying it waited.
   if (err instanceof QueueTimeoutError) return new EngineOverloadedError(err.message);

@@ -8,6 +8,7 @@ import type {
   LimitSubject,
   RateLimiter,
   RateSnapshot,
+  RequestCharge,
   WindowState,
 } from "./types.js";
 import type { WindowCount, WindowStore } from "./window-store.js";
@@ -50,48 +51,56 @@ export class OrgRateLimiter implements RateLimiter {
     this.close = close;
   }
 
-  async admit(subject: LimitSubject, tokens: number, options: AdmitOptions = {}): Promise<Admission> {
-    const { rpm, tpm } = limitsOf(subject);
+  async chargeRequest(subject: LimitSubject): Promise<RequestCharge> {
+    const { rpm } = limitsOf(subject);
+    if (rpm === undefined) return this.requestCharge(subject, undefined, {});
+    const keys = keysOf(subject);
+    const charge = await this.charge(keys.requests, 1);
+    if (charge.count.consumed > rpm) {
+      // A refusal counts nothing: a client hammering a full window does not keep it full.
+      await this.giveBack(charge, charge.points);
+      const tokens = await this.windowState("tokens", limitsOf(subject).tpm, keys.tokens);
+      const snapshot = { ...stateOf("requests", rpm, charge.count, charge.points), ...tokens };
+      throw refusal(subject, "requests", rpm, charge.count.consumed, charge.points, snapshot);
+    }
+    return this.requestCharge(subject, charge, stateOf("requests", rpm, charge.count, 0));
+  }
+
+  async admitTokens(request: RequestCharge, tokens: number, options: AdmitOptions = {}): Promise<Admission> {
+    const { subject } = request;
+    const { tpm } = limitsOf(subject);
+    if (tpm === undefined) {
+      return once(request.snapshot, { settle: async () => {}, refund: () => request.refund() });
+    }
     let points = toPoints(tokens);
-    if (tpm !== undefined && points > tpm) {
+    if (points > tpm) {
       const needed = options.minTokens === undefined ? points : toPoints(options.minTokens);
       if (needed > tpm) throw await this.tooLarge(subject, tpm, needed);
       points = tpm; // only an upper bound was asked for: the whole window, at most
     }
-    const keys = keysOf(subject);
-    // Both windows are charged at once; a window over its limit gives both charges back, so a refusal consumes nothing.
-    const [requests, tokensCharge] = await this.chargeBoth(
-      rpm === undefined ? undefined : [keys.requests, 1],
-      tpm === undefined ? undefined : [keys.tokens, points],
-    );
-    const overRequests = rpm !== undefined && requests !== undefined && requests.count.consumed > rpm;
-    const overTokens = tpm !== undefined && tokensCharge !== undefined && tokensCharge.count.consumed > tpm;
-    if (overRequests || overTokens) {
-      await Promise.all([
-        requests === undefined ? undefined : this.giveBack(requests, requests.points),
-        tokensCharge === undefined ? undefined : this.giveBack(tokensCharge, tokensCharge.points),
-      ]);
-      const snapshot = {
-        ...stateOf("requests", rpm, requests?.count, requests?.points ?? 0),
-        ...stateOf("tokens", tpm, tokensCharge?.count, tokensCharge?.points ?? 0),
-      };
-      // Both full: the later window decides when the client may come back.
-      const kind: RateLimitKind =
-        overRequests && (!overTokens || (requests?.count.resetMs ?? 0) >= (tokensCharge?.count.resetMs ?? 0))
-          ? "requests"
-          : "tokens";
-      const charge = kind === "requests" ? requests : tokensCharge;
-      const limit = (kind === "requests" ? rpm : tpm) ?? 0;
-      throw refusal(subject, kind, limit, charge?.count.consumed ?? 0, charge?.points ?? 0, snapshot);
+    const charge = await this.charge(keysOf(subject).tokens, points);
+    if (charge.count.consumed > tpm) {
+      await this.giveBack(charge, charge.points);
+      const snapshot = { ...request.snapshot, ...stateOf("tokens", tpm, charge.count, charge.points) };
+      throw refusal(subject, "tokens", tpm, charge.count.consumed, charge.points, snapshot);
     }
-    const snapshot = {
-      ...stateOf("requests", rpm, requests?.count, 0),
-      ...stateOf("tokens", tpm, tokensCharge?.count, 0),
-    };
+    const snapshot = { ...request.snapshot, ...stateOf("tokens", tpm, charge.count, 0) };
     return once(snapshot, {
-      settle: (actualTokens) => this.settle(tokensCharge, actualTokens),
-      refund: () => this.refund([requests, tokensCharge]),
+      settle: (actualTokens) => this.settle(charge, actualTokens),
+      refund: async () => {
+        await Promise.all([this.refund([charge]), request.refund()]);
+      },
     });
+  }
+
+  async admit(subject: LimitSubject, tokens: number, options: AdmitOptions = {}): Promise<Admission> {
+    const request = await this.chargeRequest(subject);
+    try {
+      return await this.admitTokens(request, tokens, options);
+    } catch (err) {
+      await request.refund();
+      throw err;
+    }
   }
 
   async snapshot(subject: LimitSubject): Promise<RateSnapshot> {
@@ -121,27 +130,37 @@ export class OrgRateLimiter implements RateLimiter {
     }
   }
 
-  /** Gives back what one admission charged. Never rejects. */
+  /** Gives back what was charged. Never rejects. */
   private async refund(charges: (Charge | undefined)[]): Promise<void> {
     await Promise.all(charges.map((c) => (c === undefined ? undefined : this.giveBack(c, c.points))));
   }
 
-  /**
-   * Charges both windows concurrently (absent = unlimited). If one charge fails (a store error with no stand-in),
-   * the other is given back and the error thrown: admission never leaves half a charge behind.
-   */
-  private async chargeBoth(
-    ...windows: [[string, number] | undefined, [string, number] | undefined]
-  ): Promise<[Charge | undefined, Charge | undefined]> {
-    const [a, b] = await Promise.allSettled(
-      windows.map((w) => (w === undefined ? undefined : this.charge(w[0], w[1]))),
-    );
-    if (a?.status === "fulfilled" && b?.status === "fulfilled") return [a.value, b.value];
-    const charged = [a, b].flatMap((r) =>
-      r?.status === "fulfilled" && r.value !== undefined ? [r.value] : [],
-    );
-    await this.refund(charged);
-    throw [a, b].find((r) => r?.status === "rejected")?.reason;
+  /** A counted request; its refund gives the one request back, once. */
+  private requestCharge(
+    subject: LimitSubject,
+    charge: Charge | undefined,
+    snapshot: RateSnapshot,
+  ): RequestCharge {
+    let refunded = false;
+    return {
+      subject,
+      snapshot,
+      refund: async () => {
+        if (refunded || charge === undefined) return;
+        refunded = true;
+        await this.refund([charge]);
+      },
+    };
+  }
+
+  /** One window's headers state, read without charging (the other window of a refusal). */
+  private async windowState(
+    kind: RateLimitKind,
+    limit: number | undefined,
+    key: string,
+  ): Promise<RateSnapshot> {
+    if (limit === undefined) return {};
+    return stateOf(kind, limit, await this.windows.read(key), 0);
   }
 
   private async charge(key: string, points: number): Promise<Charge> {

@@ -212,6 +212,42 @@ describe.each(BACKENDS)("rate limiter (%s)", (backend, make) => {
     expect(tooBig.message).toContain("Limit 100, Requested 101.");
   });
 
+  it("counts a request first, then its tokens; a tokens refusal keeps the request, a refund gives both back", async () => {
+    const l = await limiter();
+    const org = subject({ rpm: 5, tpm: 100 });
+    const first = await l.chargeRequest(org);
+    expect(first.snapshot.requests).toMatchObject({ limit: 5, remaining: 4 });
+    expect(first.snapshot.tokens).toBeUndefined();
+    const err = await refusal(l.admitTokens(first, 150, {}));
+    expect(err.message).toContain("Limit 100, Requested 150.");
+    expect(await l.snapshot(org)).toMatchObject({ requests: { remaining: 4 }, tokens: { remaining: 100 } });
+
+    const second = await l.chargeRequest(org);
+    const admission = await l.admitTokens(second, 60);
+    expect(admission.snapshot).toMatchObject({ requests: { remaining: 3 }, tokens: { remaining: 40 } });
+    const over = await refusal(l.admitTokens(await l.chargeRequest(org), 50));
+    expect(over.kind).toBe("tokens");
+    expect(over.headers).toMatchObject({
+      "x-ratelimit-remaining-requests": "2",
+      "x-ratelimit-remaining-tokens": "40",
+    });
+    await admission.refund();
+    await second.refund(); // once: the admission's refund already gave this request back
+    expect(await l.snapshot(org)).toMatchObject({ requests: { remaining: 3 }, tokens: { remaining: 100 } });
+
+    // At the limit the request is refused before any tokens are asked for, counting nothing.
+    await l.chargeRequest(org);
+    await l.chargeRequest(org);
+    await l.chargeRequest(org);
+    const full = await refusal(l.chargeRequest(org));
+    expect(full.kind).toBe("requests");
+    expect(full.headers).toMatchObject({
+      "x-ratelimit-remaining-requests": "0",
+      "x-ratelimit-remaining-tokens": "100",
+    });
+    expect((await l.snapshot(org)).requests).toMatchObject({ remaining: 0 });
+  });
+
   it("applies a changed limit at once to the same count", async () => {
     const l = await limiter();
     const org = subject({ rpm: 3 });

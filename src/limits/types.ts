@@ -28,6 +28,18 @@ export interface RateSnapshot {
 }
 
 /**
+ * One request counted in its organization's requests window (RPM), before any work is done on it: a request
+ * refused later for its own fault (a 400, a TPM 429, the client leaving) keeps counting, as OpenAI's do.
+ */
+export interface RequestCharge {
+  readonly subject: LimitSubject;
+  /** The requests window after this request was counted (absent when RPM is unlimited). */
+  readonly snapshot: RateSnapshot;
+  /** Gives the request back: it was refused for a reason that was never the client's (overloaded, a server error). */
+  refund(): Promise<void>;
+}
+
+/**
  * A request that passed the limiter: its pre-charged tokens are settled or refunded exactly once (later calls do
  * nothing). Neither call rejects: the limiter logs a store it cannot reach.
  */
@@ -42,8 +54,18 @@ export interface Admission {
 
 export interface RateLimiter {
   /**
-   * Consumes one request and pre-charges `tokens` (prompt + max_tokens) atomically; throws RateLimitError
-   * (errors/api-error.ts, 429 with retry-after) when either window has no room, consuming nothing.
+   * Counts one request in the requests window (RPM), before any work on it; throws RateLimitError (429 with
+   * retry-after) when the window is full, counting nothing.
+   */
+  chargeRequest(subject: LimitSubject): Promise<RequestCharge>;
+  /**
+   * Pre-charges `tokens` (prompt + max_tokens) to the tokens window (TPM) of a request already counted; throws
+   * RateLimitError when there is no room, taking no tokens (the request stays counted).
+   */
+  admitTokens(request: RequestCharge, tokens: number, options?: AdmitOptions): Promise<Admission>;
+  /**
+   * Both at once: `chargeRequest` then `admitTokens`, and a refusal of either gives everything back (consumes
+   * nothing). For callers that do no work between the two (the bench, tests).
    */
   admit(subject: LimitSubject, tokens: number, options?: AdmitOptions): Promise<Admission>;
   /** Current state without consuming: headers on /v1 routes that do not generate, and the dashboard. */

@@ -47,6 +47,7 @@ export class ModelRunner {
     this.preparer = new RequestPreparer({
       model,
       contextSize: config.contextSize,
+      promptCharsPerToken: config.promptCharsPerToken,
       sequences: config.parallel,
       renderer: options.renderer,
       capabilities: options.capabilities,

@@ -3,7 +3,12 @@ import type { LlamaModel, Token } from "node-llama-cpp";
 import { type GenerationPlan, planGeneration, planPrompt } from "../../chat/output-plan.js";
 import type { PromptRenderer, PromptSegment } from "../../chat/template.js";
 import type { TemplateCapabilities } from "../../chat/tool-format.js";
-import { ContextOverflowError, TooManyChoicesError } from "../errors.js";
+import {
+  ContextOverflowError,
+  PromptTooLongError,
+  RequestAbortedError,
+  TooManyChoicesError,
+} from "../errors.js";
 import type { GenerationRequest, PreparedRequest } from "../types.js";
 import type { OutputControl, PreparedOutput } from "./output-control.js";
 
@@ -24,6 +29,11 @@ export class LlamaPreparedRequest implements PreparedRequest {
 export interface RequestPreparerOptions {
   model: LlamaModel;
   contextSize: number;
+  /**
+   * Characters of rendered prompt per token of context that are read at most: a longer prompt is refused before it
+   * is tokenized (node-llama-cpp tokenizes synchronously, holding the event loop for every request).
+   */
+  promptCharsPerToken: number;
   /** Sequences of the context: the most choices a request may ask for. */
   sequences: number;
   renderer: PromptRenderer;
@@ -33,13 +43,17 @@ export interface RequestPreparerOptions {
 }
 
 export class RequestPreparer {
-  constructor(private readonly options: RequestPreparerOptions) {}
+  private readonly maxPromptChars: number;
+
+  constructor(private readonly options: RequestPreparerOptions) {
+    this.maxPromptChars = Math.floor(options.contextSize * options.promptCharsPerToken);
+  }
 
   /** Renders, tokenizes, checks the context and compiles the grammar; queues nothing. */
   async prepare(request: GenerationRequest): Promise<LlamaPreparedRequest> {
     const { sequences, contextSize } = this.options;
     if (request.n > sequences) throw new TooManyChoicesError(request.n, sequences);
-    const { tokens: prompt, plan } = this.preparePrompt(request);
+    const { tokens: prompt, plan } = await this.preparePrompt(request);
     const maxTokens = request.sampling.maxTokens ?? contextSize - prompt.length;
     if (prompt.length + maxTokens > contextSize || maxTokens < 1) {
       throw new ContextOverflowError(contextSize, prompt.length, request.sampling.maxTokens);
@@ -49,7 +63,9 @@ export class RequestPreparer {
   }
 
   /** Renders the prompt (with the output plan's instructions and tools) and tokenizes it. */
-  preparePrompt(request: GenerationRequest): { tokens: Token[]; plan: GenerationPlan | undefined } {
+  private async preparePrompt(
+    request: GenerationRequest,
+  ): Promise<{ tokens: Token[]; plan: GenerationPlan | undefined }> {
     const { model, renderer, capabilities } = this.options;
     const structured = request.output !== undefined || request.enableThinking;
     const promptPlan = planPrompt(request.messages, request.output, request.enableThinking, capabilities);
@@ -64,10 +80,23 @@ export class RequestPreparer {
       plan = planGeneration(promptPlan, rendered.text, request.output, capabilities);
       if (plan.promptSuffix !== "") segments.push({ text: plan.promptSuffix, special: true });
     }
+    // Checked on the rendered text (templates may drop client text, e.g. earlier reasoning); the API's own bound
+    // on the messages' characters keeps the render itself small.
+    this.checkPromptChars(segments.reduce((chars, segment) => chars + segment.text.length, 0));
+    // Rendering and tokenizing are both synchronous: other requests get the event loop between the two.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    // A client that left meanwhile costs no tokenizing.
+    if (request.signal?.aborted === true) throw new RequestAbortedError(request.model);
     const tokens: Token[] = [];
     for (const segment of segments) {
       for (const t of model.tokenize(segment.text, segment.special)) tokens.push(t);
     }
     return { tokens, plan };
+  }
+
+  private checkPromptChars(chars: number): void {
+    if (chars > this.maxPromptChars) {
+      throw new PromptTooLongError(this.options.contextSize, chars, this.maxPromptChars);
+    }
   }
 }
