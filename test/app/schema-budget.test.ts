@@ -1,6 +1,7 @@
 // Adversarial schemas through the HTTP API: a 400 naming the limit and the schema's place, before the engine is asked,
 // and the configured budget (server.schemaBudget) is the one applied.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { requestLimitsSchema } from "../../src/config/schema.js";
 import {
   defsDoubling,
   hugeEnum,
@@ -26,9 +27,12 @@ describe("schema budget over HTTP", () => {
   let small: TestApp<FakeEngine>;
 
   beforeAll(async () => {
+    // The request's byte cap (server.requestLimits.maxSchemaBytes) refuses most of these inputs before they reach
+    // the compiler; it is raised here so the compiler's own budget is what answers.
+    const requestLimits = requestLimitsSchema.parse({ maxSchemaBytes: 64 << 20 });
     [harness, small] = await Promise.all([
-      startTestApp(),
-      startTestApp({ server: { schemaBudget: { alternatives: 10 } } }),
+      startTestApp({ server: { requestLimits } }),
+      startTestApp({ server: { requestLimits, schemaBudget: { alternatives: 10 } } }),
     ]);
   });
 
