@@ -117,11 +117,18 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       draining = true;
       await engine.drain();
       await services.accounting.settled();
+      // The generations have ended, but their responses may still be on their way to the clients (the SSE writer
+      // sends only as fast as a client reads): close() waits for them. Keep-alive sockets become idle as their
+      // responses end, and would hold close() for seconds: they are closed as soon as they are idle.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Running responses have ended; idle keep-alive sockets would otherwise hold close() for seconds.
-      server.closeAllConnections();
-      await engine.dispose();
-      await closed;
+      const idle = setInterval(() => server.closeIdleConnections(), 50);
+      try {
+        server.closeIdleConnections();
+        await engine.dispose();
+        await closed;
+      } finally {
+        clearInterval(idle);
+      }
       await graph.dispose(); // usage records and key uses are written before the store closes
     })();
     // A stream that never ends or a store that hangs must not keep a stopping process alive: past the bound, the
