@@ -63,7 +63,7 @@ interface Outcome {
 const ORGS: readonly { name: string; rpm?: number }[] = [
   { name: "soak-a" },
   { name: "soak-b" },
-  { name: "soak-c", rpm: 120 },
+  { name: "soak-c", rpm: 30 },
 ];
 
 /** Longest any single request may take before it counts as hung. */
