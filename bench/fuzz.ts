@@ -251,7 +251,7 @@ export async function benchFuzz(options: FuzzBenchOptions = {}): Promise<string>
       "| target | measured | result |",
       "| --- | --- | --- |",
       `| 0 responses ≥ 500 other than 503 | ${serverErrors.length}${serverErrors.length === 0 ? "" : ` (first: case ${serverErrors[0]?.fuzzCase.index}, ${serverErrors[0]?.fuzzCase.mutations.join(" + ")})`} | ${mark(serverErrors.length === 0)} |`,
-      `| every request answered (no hang, no dropped connection) | ${noResponse.length} without a response${crashed ? "; the server process EXITED" : ""} | ${mark(noResponse.length === 0 && !crashed)} |`,
+      `| every request answered (no hang, no dropped connection) | ${noResponse.length} without a response${noResponse.length === 0 ? "" : ` (${noResponse.map((r) => `case ${r.fuzzCase.index} ${r.fuzzCase.mutations.join(" + ")}: ${r.problem?.replace("no response: ", "")}`).join("; ")})`}${crashed ? "; the server process EXITED" : ""} | ${mark(noResponse.length === 0 && !crashed)} |`,
       `| every error body OpenAI-shaped (\`{"error":{"message","type","param","code"}}\`), 200s whole | ${malformed.length} of ${errors.length} errors and ${results.length - errors.length} 200s malformed${malformed.length === 0 ? "" : ` (first: ${malformed[0]?.problem})`}; ${streamErrors.length} streams with an error event | ${mark(malformed.length === 0)} |`,
       `| control tokens in content keep the client's role | ${probes.filter((p) => p.observed === p.asText).length} of ${probes.length} probes tokenized as plain text | ${mark(probesOk)} |`,
       `| healthy after (/health 200, one normal request 200) | /health ${health ?? "no answer"}, request ${normal?.status ?? "no answer"} | ${mark(health === 200 && normalOk)} |`,
