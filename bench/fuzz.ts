@@ -10,12 +10,8 @@ import { getLlama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
 import { loadConfig } from "../src/config/load.js";
 import { defaultModels } from "../src/config/schema.js";
 import { ensureModelFile } from "../src/models/fetch.js";
-import {
-  checkResponse,
-  type FuzzCase,
-  fuzzCases,
-  type ResponseCheck,
-} from "../test/support/fuzz-requests.js";
+import { type FuzzCase, fuzzCases } from "../test/support/fuzz-requests.js";
+import { checkResponse, type ResponseCheck } from "../test/support/response-check.js";
 import { readBenchOptions } from "./options.js";
 import { startDefaultServer } from "./serve-default.js";
 

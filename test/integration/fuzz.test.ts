@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPromptRenderer } from "../../src/chat/template.js";
 import type { GenerationRequest } from "../../src/engine/types.js";
 import { FAKE_MODEL, type FakeEngine } from "../support/fake-engine.js";
-import { checkResponse, type FuzzCase, fuzzCases } from "../support/fuzz-requests.js";
+import { type FuzzCase, fuzzCases } from "../support/fuzz-requests.js";
+import { checkResponse } from "../support/response-check.js";
 import { startTestApp, type TestApp } from "../support/test-app.js";
 
 const COUNT = 300;
