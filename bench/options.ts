@@ -9,7 +9,9 @@ export type Phase =
   | "schema"
   | "overload"
   | "limits"
-  | "fleet";
+  | "fleet"
+  | "soak"
+  | "fuzz";
 
 export interface BenchOptions {
   /** Concurrency levels, ascending. */
@@ -26,6 +28,13 @@ export interface BenchOptions {
   server: { url: string; apiKey: string } | undefined;
   /** Model id to request; the config's first model when absent. */
   model: string | undefined;
+  /** Length of the soak phase (the target is 10 minutes; shorter for a quick look). */
+  soakSeconds: number;
+  /** Requests of the fuzz phase, and the seed that makes them (the same seed, the same requests). */
+  fuzzRequests: number;
+  fuzzSeed: number;
+  /** llama.cpp threads of the soak and fuzz servers; 0 = every core. 1 on a machine busy with other work. */
+  serverThreads: number;
 }
 
 const PHASES: readonly Phase[] = [
@@ -38,6 +47,8 @@ const PHASES: readonly Phase[] = [
   "overload",
   "limits",
   "fleet",
+  "soak",
+  "fuzz",
 ];
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -82,5 +93,9 @@ export function readBenchOptions(env: NodeJS.ProcessEnv = process.env): BenchOpt
     phases,
     server: url === undefined || apiKey === undefined ? undefined : { url: url.replace(/\/+$/, ""), apiKey },
     model: env.BENCH_MODEL || undefined,
+    soakSeconds: positiveInt(env, "BENCH_SOAK_SECONDS", 600),
+    fuzzRequests: positiveInt(env, "BENCH_FUZZ_REQUESTS", 10_000),
+    fuzzSeed: positiveInt(env, "BENCH_FUZZ_SEED", 12),
+    serverThreads: env.BENCH_SERVER_THREADS ? positiveInt(env, "BENCH_SERVER_THREADS", 1) : 0,
   };
 }

@@ -11,6 +11,7 @@ import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
 import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
 import { engineTarget } from "./engine-target.js";
 import { benchFleet } from "./fleet.js";
+import { benchFuzz } from "./fuzz.js";
 import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
 import { benchKeyVerify } from "./key-verify.js";
@@ -28,6 +29,7 @@ import {
 } from "./report.js";
 import { benchSchemaWorst } from "./schema-worst.js";
 import { openServer } from "./server.js";
+import { benchSoak } from "./soak.js";
 import { medianBy } from "./stats.js";
 import { type LevelRun, runLevel, type Schedule, type Target } from "./workload.js";
 
@@ -263,6 +265,25 @@ async function main(): Promise<void> {
   if (options.phases.includes("fleet")) {
     log("fleet: a gateway over two workers");
     extra += `\n## Fleet (a gateway over two workers)\n\n${await benchFleet({ seconds: options.seconds, model: modelId })}\n`;
+  }
+  if (options.phases.includes("soak")) {
+    log(`soak: ${options.soakSeconds} s at twice the capacity`);
+    const soak = await benchSoak({
+      seconds: options.soakSeconds,
+      model: modelId,
+      threads: options.serverThreads,
+    });
+    extra += `\n## Soak (${options.soakSeconds} s at twice the capacity)\n\n${soak}\n`;
+  }
+  if (options.phases.includes("fuzz")) {
+    log(`fuzz: ${options.fuzzRequests} mutated requests`);
+    const fuzz = await benchFuzz({
+      requests: options.fuzzRequests,
+      seed: options.fuzzSeed,
+      model: modelId,
+      threads: options.serverThreads,
+    });
+    extra += `\n## Fuzz (${options.fuzzRequests} mutated requests)\n\n${fuzz}\n`;
   }
   process.stdout.write(`\n${renderMarkdown(report)}${extra}`);
   const written = await writeReport(report, RESULTS_DIR, extra);

@@ -12,6 +12,7 @@ import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "../dashboard/op
 import {
   ApiError,
   EngineOverloadedError,
+  InternalServerError,
   MethodNotAllowedError,
   MetricsAuthError,
   NotFoundError,
@@ -173,7 +174,10 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     if (apiError.code === "rate_limit_exceeded" || apiError.code === "engine_overloaded") {
       services.metrics.rejected(apiError.code);
     }
-    if (apiError.status >= 500 && !(err instanceof ApiError)) {
+    // Only a failure nothing recognised (the generic 500) is a bug worth an error line with its stack. Expected
+    // refusals such as 503 engine_overloaded are counted in metrics and logged by their request line: logging each
+    // as an error would bury real faults under thousands of lines exactly when the server is overloaded.
+    if (apiError instanceof InternalServerError && !(err instanceof ApiError)) {
       logger.error({ err, requestId: c.get("requestId") }, "unhandled error");
     }
     c.header("x-request-id", c.get("requestId"));

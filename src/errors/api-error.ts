@@ -122,11 +122,16 @@ export class ConflictError extends ApiError {
   }
 }
 
-/** 413: request body larger than the configured limit. */
+/**
+ * 413: request body larger than the configured limit. The rest of the body is never read, so the connection cannot
+ * carry another request: `Connection: close` tells the client so, instead of letting it reuse a socket the server
+ * is about to close (its next request would be lost).
+ */
 export class PayloadTooLargeError extends ApiError {
   constructor(limitBytes: number) {
     super(413, "invalid_request_error", `Request body too large: the limit is ${limitBytes} bytes.`, {
       code: "request_too_large",
+      headers: { connection: "close" },
     });
   }
 }

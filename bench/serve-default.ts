@@ -1,0 +1,50 @@
+// A fresh `hearth serve` of the default model with a given parallel, queue and threads, for the soak and fuzz phases.
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { defaultModels } from "../src/config/schema.js";
+import { type ServerProcess, startServerProcess } from "../test/support/server-process.js";
+
+export interface DefaultServerOptions {
+  model: string;
+  parallel: number;
+  maxQueue: number;
+  /** llama.cpp threads; 0 = every core (the default). 1 on a machine shared with other work (see bench/fleet.ts). */
+  threads: number;
+}
+
+/** Starts the server (stopped with `stop()`, which also removes its config), ending it if this process is interrupted. */
+export async function startDefaultServer(options: DefaultServerOptions): Promise<ServerProcess> {
+  if (!existsSync(join(import.meta.dirname, "..", "dist", "cli", "index.js")))
+    throw new Error("dist/ is missing: run `npm run build` first.");
+  const embedded = defaultModels.find((m) => m.id === options.model);
+  if (embedded === undefined) throw new Error(`this phase serves the default model, not ${options.model}`);
+  const dir = mkdtempSync(join(tmpdir(), "hearth-bench-"));
+  const config = join(dir, "hearth.yaml");
+  // JSON is YAML.
+  writeFileSync(
+    config,
+    JSON.stringify({
+      models: [
+        { ...embedded, threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue },
+      ],
+    }),
+  );
+  const server = await startServerProcess({ args: ["--config", config] });
+  const interrupted = () => {
+    server.child.kill("SIGTERM");
+    rmSync(server.dataDir, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  };
+  process.once("SIGINT", interrupted);
+  return {
+    ...server,
+    async stop(signal) {
+      process.off("SIGINT", interrupted);
+      const code = await server.stop(signal);
+      rmSync(dir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
