@@ -5,6 +5,11 @@ import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import type { Logger } from "../observability/logger.js";
+
+/** Logged when the subscriber is back after a lost connection (and the caches were dropped). */
+export const RESUMED_MESSAGE =
+  "cache invalidations resumed after a lost Redis connection: cached keys and grants dropped";
+
 import type { CacheInvalidation, CacheInvalidations } from "./invalidation.js";
 import type { Tenancy } from "./tenancy.js";
 
@@ -45,7 +50,10 @@ export class InvalidationBroadcast {
     this.subscriber.on("ready", () => {
       // Back after a lost connection: revocations sent meanwhile never arrived. Entries kept for stale-if-error
       // could otherwise serve a key revoked elsewhere for minutes, so everything cached is read again.
-      if (this.connectedBefore) this.invalidation.invalidate({ kind: "all" });
+      if (this.connectedBefore) {
+        this.invalidation.invalidate({ kind: "all" });
+        this.logger.info(RESUMED_MESSAGE);
+      }
       this.connectedBefore = true;
       this.subscriber.subscribe(this.channel).catch((err: unknown) => {
         this.logger.warn(
