@@ -173,7 +173,10 @@ describe("API keys in the browser", () => {
   it("can be driven from the keyboard", async () => {
     const page = await freshPage();
     await page.goto(`${server.url}/dashboard/sign-in`);
-    await page.keyboard.type(server.ownerEmail); // the Email field has focus on arrival
+    // The Email field has focus on arrival (autofocus, which the browser applies at its next rendering step, after
+    // the load event on a busy machine: wait for it rather than type into nothing).
+    await page.waitForFunction(`document.activeElement?.id === "email"`, undefined, { timeout: 10_000 });
+    await page.keyboard.type(server.ownerEmail);
     await page.keyboard.press("Tab");
     await page.keyboard.type(server.ownerPassword);
     await page.keyboard.press("Enter");
