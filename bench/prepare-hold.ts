@@ -36,7 +36,10 @@ async function longestHold<T>(work: () => Promise<T>): Promise<{ result: T | Err
   return { result, holdMs };
 }
 
-/** Counts and times the chat template's renders (a prototype method, so every renderer's). */
+/**
+ * Counts and times the chat template's renders on this thread (a prototype method, so every renderer's). Large
+ * conversations render on the template thread (src/chat/template-thread.ts) and are not counted.
+ */
 function timeRenders(into: number[]): () => void {
   const original = Template.prototype.render;
   Template.prototype.render = function (this: Template, ...args: Parameters<Template["render"]>) {
@@ -90,7 +93,7 @@ export async function prepareHold(): Promise<string> {
     ],
   ];
   const rows = [
-    "| request | template renders | longest event-loop hold, cold (ms) | warm, median of 5 (ms) | outcome |",
+    "| request | template renders on the event loop | longest event-loop hold, cold (ms) | warm, median of 5 (ms) | outcome |",
     "|---|---|---|---|---|",
   ];
   try {

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { JsonSchemaError } from "../chat/json-schema.js";
 import { TemplateError } from "../chat/template.js";
+import { RenderQueueFullError } from "../chat/template-thread.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
@@ -50,6 +51,7 @@ describe("domainApiError", () => {
   it.each<[string, unknown, number, string, string | null]>([
     ["context overflow", new ContextOverflowError(100, 90, 20), 400, "context_length_exceeded", "messages"],
     ["a full queue", new QueueFullError("m"), 503, "engine_overloaded", null],
+    ["a full template thread", new RenderQueueFullError(64), 503, "engine_overloaded", null],
     ["a queue timeout", new QueueTimeoutError("m", 50), 503, "engine_overloaded", null],
     ["a client that left", new RequestAbortedError("m"), 499, "client_closed_request", null],
     ["an unknown model", new UnknownModelError("m"), 404, "model_not_found", "model"],

@@ -3,6 +3,7 @@
 import { JsonSchemaError } from "../chat/json-schema.js";
 import { SchemaBudgetError } from "../chat/schema-budget.js";
 import { TemplateError } from "../chat/template.js";
+import { RenderQueueFullError } from "../chat/template-thread.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
@@ -65,6 +66,7 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
     return new ContextLengthError(err.message);
   }
   if (err instanceof QueueFullError) return new EngineOverloadedError();
+  if (err instanceof RenderQueueFullError) return new EngineOverloadedError(err.message);
   // Same answer as a full queue (the client backs off and retries; nothing was generated), saying it waited.
   if (err instanceof QueueTimeoutError) return new EngineOverloadedError(err.message);
   if (err instanceof RequestAbortedError) return new ClientClosedRequestError();

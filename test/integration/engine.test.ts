@@ -276,6 +276,41 @@ describe("llama engine on the real model", () => {
     }
   });
 
+  it("renders a conversation of more than 256 messages on the template thread, to the same prompt", async () => {
+    // Tokens of a conversation of `count` empty turns, alternating user and assistant (over the context, the error
+    // carries the count).
+    const tokens = async (count: number) => {
+      const messages = Array.from({ length: count }, (_, i) => ({
+        role: i % 2 === 0 ? ("user" as const) : ("assistant" as const),
+        content: "",
+      }));
+      const outcome = await engine
+        .prepare(request("", { messages, sampling: sampling({ maxTokens: 1 }) }))
+        .catch((err: unknown) => err);
+      if (outcome instanceof ContextOverflowError) return outcome.promptTokens;
+      return outcome instanceof Error ? outcome : (outcome as { promptTokens: number }).promptTokens;
+    };
+    const renders = vi.spyOn(Template.prototype, "render");
+    try {
+      const [small, medium] = [await tokens(130), await tokens(250)];
+      expect(renders).toHaveBeenCalledTimes(2);
+      renders.mockClear();
+      const large = await tokens(260);
+      expect(renders).not.toHaveBeenCalled();
+      // Each pair of turns costs the same tokens: the thread's render continues the line of the local ones.
+      expect([typeof small, typeof medium, typeof large], String([small, medium, large])).toEqual([
+        "number",
+        "number",
+        "number",
+      ]);
+      const perPair = ((medium as number) - (small as number)) / 60;
+      expect(Number.isInteger(perPair) && perPair > 0).toBe(true);
+      expect(large).toBe((medium as number) + 5 * perPair);
+    } finally {
+      renders.mockRestore();
+    }
+  });
+
   it("refuses a prompt longer than contextSize × promptCharsPerToken before tokenizing it", async () => {
     const limit = model.contextSize * model.promptCharsPerToken;
     // Tokenized, this prompt would be refused too, by its token count (ContextOverflowError): this error comes first.

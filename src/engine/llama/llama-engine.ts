@@ -1,6 +1,7 @@
 // The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
 import { getLlama, type Llama, type LlamaContext, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
-import { createPromptRenderer } from "../../chat/template.js";
+import { createPromptRenderer, type PromptRendererOptions } from "../../chat/template.js";
+import { TemplateThread } from "../../chat/template-thread.js";
 import { detectCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { UnknownModelError } from "../errors.js";
@@ -49,6 +50,8 @@ export class LlamaEngine implements Engine {
   private readonly created = Math.floor(Date.now() / 1000);
   private llama: Llama | undefined;
   private ready = false;
+  /** Renders large conversations for every model off the event loop. */
+  private readonly templateThread = new TemplateThread();
 
   constructor(private readonly options: LlamaEngineOptions) {}
 
@@ -78,12 +81,13 @@ export class LlamaEngine implements Engine {
       });
       const metadata = model.fileInfo.metadata.tokenizer;
       const template = metadata?.chat_template ?? FALLBACK_TEMPLATE;
-      const renderer = createPromptRenderer({
+      const rendererOptions: PromptRendererOptions = {
         template,
         bosToken: model.tokens.bosString ?? "",
         eosToken: model.tokens.eosString ?? "",
         specialTokens: controlTokenTexts(model),
-      });
+      };
+      const renderer = this.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
       const capabilities = detectCapabilities(template);
       const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
       this.loaded.set(config.id, { config, model, context, runner });
@@ -145,6 +149,7 @@ export class LlamaEngine implements Engine {
       await loaded.model.dispose();
     }
     this.loaded.clear();
+    await this.templateThread.dispose();
     await this.llama?.dispose();
   }
 }

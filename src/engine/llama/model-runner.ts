@@ -1,6 +1,6 @@
 // One model on one llama.cpp context: prepares requests, admits them through the fair queue, runs the step loop.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
-import type { PromptRenderer } from "../../chat/template.js";
+import type { AsyncPromptRenderer } from "../../chat/template-thread.js";
 import type { TemplateCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { QueueFullError, RequestAbortedError } from "../errors.js";
@@ -22,7 +22,7 @@ export interface ModelRunnerOptions {
   context: LlamaContext;
   /** The counters the context's batching strategy feeds; the step loop adds its own. */
   stats: RunnerStats;
-  renderer: PromptRenderer;
+  renderer: AsyncPromptRenderer;
   /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
   capabilities: TemplateCapabilities;
 }

@@ -1,7 +1,8 @@
 // Before the queue: a request rendered, tokenized, checked against the context and given its output control.
 import type { LlamaModel, Token } from "node-llama-cpp";
 import { type GenerationPlan, planGeneration, planPrompt } from "../../chat/output-plan.js";
-import type { PromptRenderer, PromptSegment } from "../../chat/template.js";
+import type { PromptSegment } from "../../chat/template.js";
+import type { AsyncPromptRenderer } from "../../chat/template-thread.js";
 import type { TemplateCapabilities } from "../../chat/tool-format.js";
 import {
   ContextOverflowError,
@@ -36,7 +37,8 @@ export interface RequestPreparerOptions {
   promptCharsPerToken: number;
   /** Sequences of the context: the most choices a request may ask for. */
   sequences: number;
-  renderer: PromptRenderer;
+  /** Large conversations render on the template thread (template-thread.ts), small ones at once. */
+  renderer: AsyncPromptRenderer;
   /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
   capabilities: TemplateCapabilities;
   control: OutputControl;
@@ -69,7 +71,7 @@ export class RequestPreparer {
     const { model, renderer, capabilities } = this.options;
     const structured = request.output !== undefined || request.enableThinking;
     const promptPlan = planPrompt(request.messages, request.output, request.enableThinking, capabilities);
-    const rendered = renderer.renderDetailed(promptPlan.messages, {
+    const rendered = await renderer.renderDetailed(promptPlan.messages, {
       enableThinking: request.enableThinking,
       ...(promptPlan.templateTools === undefined ? {} : { tools: promptPlan.templateTools }),
     });
@@ -83,7 +85,7 @@ export class RequestPreparer {
     // Checked on the rendered text (templates may drop client text, e.g. earlier reasoning); the API's own bound
     // on the messages' characters keeps the render itself small.
     this.checkPromptChars(segments.reduce((chars, segment) => chars + segment.text.length, 0));
-    // Rendering and tokenizing are both synchronous: other requests get the event loop between the two.
+    // Tokenizing is synchronous (and a small render too): other requests get the event loop between the two.
     await new Promise<void>((resolve) => setImmediate(resolve));
     // A client that left meanwhile costs no tokenizing.
     if (request.signal?.aborted === true) throw new RequestAbortedError(request.model);
