@@ -2,6 +2,7 @@
 import { createHash } from "node:crypto";
 import { type SchemaGrammar, schemaGrammar } from "./gbnf.js";
 import { parseJsonSchema, type SchemaGraph, type SchemaNode } from "./json-schema.js";
+import { checkRecursionAmbiguity } from "./schema-ambiguity.js";
 import { BudgetMeter, type SchemaCost } from "./schema-budget.js";
 import { minimalInstance } from "./schema-minimal.js";
 
@@ -32,7 +33,8 @@ let cachedBytes = 0;
 
 /**
  * Compiles a schema (or returns the cached compilation of the same JSON text). Throws JsonSchemaError for a schema
- * outside the subset, SchemaBudgetError for one over the meter's budget; work stops as soon as a limit is passed.
+ * outside the subset, SchemaBudgetError for one over the meter's budget (work stops as soon as a limit is passed),
+ * AmbiguousRecursionError for a recursion whose grammar cost would grow with the output's depth.
  */
 export function compileJsonSchema(schema: unknown, options: CompileOptions = {}): CompiledSchema {
   const meter = options.meter ?? new BudgetMeter();
@@ -52,6 +54,7 @@ export function compileJsonSchema(schema: unknown, options: CompileOptions = {})
   const before = meter.cost();
   const graph = parseJsonSchema(schema, meter);
   meter.check("alternatives", openAlternatives(graph), "#");
+  checkRecursionAmbiguity(graph);
   const minimal = minimalInstance(graph, meter);
   const grammar = schemaGrammar(graph, `s${hash.slice(0, 8)}`, meter);
   const compiled: CompiledSchema = { ...graph, hash, grammar, minimal, cost: meter.cost(before) };

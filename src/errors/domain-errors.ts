@@ -1,6 +1,7 @@
 // The one map from expected domain failures (engine, chat, tenancy) to the HTTP error hierarchy: /v1, /admin/v1
 // and the dashboard's pages all answer a domain failure with the status, message and code this module gives it.
 import { JsonSchemaError } from "../chat/json-schema.js";
+import { AmbiguousRecursionError } from "../chat/schema-ambiguity.js";
 import { SchemaBudgetError } from "../chat/schema-budget.js";
 import { TemplateError } from "../chat/template.js";
 import { RenderQueueFullError } from "../chat/template-thread.js";
@@ -100,7 +101,7 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
     );
   }
   // A schema over the budget: the limit is named in the message and the code says it is not malformed, only too big.
-  if (err instanceof SchemaBudgetError) {
+  if (err instanceof SchemaBudgetError || err instanceof AmbiguousRecursionError) {
     const param = hints.param ?? "response_format";
     return new InvalidRequestError(
       `Invalid schema for '${param}': ${err.message} (${err.path})`,

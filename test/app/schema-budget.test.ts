@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { requestLimitsSchema } from "../../src/config/schema.js";
 import {
+  ambiguousRecursion,
   defsDoubling,
   hugeEnum,
   manyOptional,
@@ -60,6 +61,28 @@ describe("schema budget over HTTP", () => {
       param: "response_format.json_schema.schema",
     });
     expect(error.message).toContain(`limit '${limit}'`);
+  });
+
+  it("refuses a recursion through alike options, in response_format and in tools", async () => {
+    const inFormat = await refused(harness, { ...ask, ...responseFormat(ambiguousRecursion(2)) });
+    expect(inFormat).toMatchObject({
+      type: "invalid_request_error",
+      code: "schema_too_complex",
+      param: "response_format.json_schema.schema",
+    });
+    expect(inFormat.message).toContain("options 0 and 1 of a union both lead back into it");
+    expect(inFormat.message).toContain("(#/$defs/node)");
+    const tools = [
+      tool("a", manyOptional(3)),
+      tool("b", {
+        type: "object",
+        properties: { tree: { $ref: "#/$defs/node" } },
+        required: ["tree"],
+        $defs: ambiguousRecursion(3).$defs,
+      }),
+    ];
+    const inTools = await refused(harness, { ...ask, tools });
+    expect(inTools).toMatchObject({ code: "schema_too_complex", param: "tools[1].function.parameters" });
   });
 
   it("names the tool whose parameters ran the budget out", async () => {

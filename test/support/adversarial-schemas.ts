@@ -103,3 +103,13 @@ export const worstSchemas = (): { name: string; schema: Schema }[] => [
   { name: "10 string maxLengths near 1000", schema: manyLengths(10) },
   { name: "100 string maxLengths near 1000", schema: manyLengths(100) },
 ];
+
+/**
+ * A recursion through `width` array options that differ only in their bounds: no parse can tell them apart before
+ * it nests, so llama.cpp's open parses multiply by `width` per level of the output (refused as too complex).
+ */
+export function ambiguousRecursion(width: number): Schema {
+  const self = { $ref: "#/$defs/node" };
+  const options = Array.from({ length: width }, (_, i) => ({ type: "array", items: self, maxItems: 4 + i }));
+  return { $defs: { node: { anyOf: options } }, $ref: "#/$defs/node" };
+}
