@@ -58,12 +58,15 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   const data = join(dir, "data");
   const port = await freePort();
   await as("initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"]);
+  // Fast but crash-safe for the crashes these tests cause: fsync and full-page writes only guard against the
+  // machine losing its page cache, which stopping PostgreSQL does not. synchronous_commit stays on: with it off,
+  // the server acknowledges a commit before writing its WAL, and pg_ctl -m immediate loses the last ~200 ms of
+  // acknowledged commits (usage records the meter had written). See test/integration/usage-store-crash.test.ts.
   const options = [
     `-p ${port}`,
     `-k ${dir}`,
     "-c listen_addresses=127.0.0.1",
     "-c fsync=off",
-    "-c synchronous_commit=off",
     "-c full_page_writes=off",
     "-c max_connections=50",
   ].join(" ");
