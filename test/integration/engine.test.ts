@@ -207,6 +207,32 @@ describe("llama engine on the real model", () => {
     expect(other.usage.cachedTokens).toBe(0);
   });
 
+  it("two organizations taking turns both keep their cached prefix", async () => {
+    // Each turn's prompt is new to every other slot: before slots were chosen least recently used first, the two
+    // overwrote each other's prefix in the lowest free slot on every turn.
+    const convo = (scope: string, question: string) =>
+      request("", {
+        cacheScope: scope,
+        sampling: sampling({ maxTokens: 1 }),
+        messages: [
+          { role: "system", content: `You answer for ${scope}, briefly and kindly. `.repeat(15) },
+          { role: "user", content: question },
+        ],
+      });
+    const cached: number[] = [];
+    for (const [scope, question] of [
+      ["org_turn_a", "What is 2+2?"],
+      ["org_turn_b", "What is 2+2?"],
+      ["org_turn_a", "What is 3+3?"],
+      ["org_turn_b", "What is 3+3?"],
+    ] as const) {
+      cached.push((await collect(await generate(engine, convo(scope, question)))).usage.cachedTokens);
+    }
+    expect(cached.slice(0, 2)).toEqual([0, 0]);
+    expect(cached[2]).toBeGreaterThan(100);
+    expect(cached[3]).toBeGreaterThan(100);
+  });
+
   it("reuses a cached prefix only between requests with the same cache_salt", async () => {
     const system = "You are a careful librarian who answers briefly. ".repeat(20);
     const convo = (question: string, cacheSalt?: string) =>

@@ -1,4 +1,5 @@
-// Which free sequences a request leases: the longest same-scope cached prefix first, then the lowest ids.
+// Which free sequences a request leases: the longest same-scope cached prefix first; else the slots whose caches
+// are worth least (empty, then least recently used), so other scopes' prefixes stay for their next requests.
 
 export interface SlotView {
   id: number;
@@ -7,6 +8,8 @@ export interface SlotView {
   tokens: readonly number[];
   /** Cache scope (organization) that put them there. */
   scope: string | undefined;
+  /** When the slot was last freed, on the pool's own clock (0: never used). */
+  lastUsed: number;
 }
 
 export interface SlotChoice {
@@ -31,7 +34,14 @@ export function chooseSlots(
   scope: string,
   count: number,
 ): SlotChoice | undefined {
-  const free = slots.filter((s) => !s.busy).sort((a, b) => a.id - b.id);
+  // Cheapest to overwrite first: empty caches, then the least recently used (llama-server picks its slots alike).
+  // Taking the lowest free id instead made two scopes taking turns overwrite each other's prefix every time.
+  const free = slots
+    .filter((s) => !s.busy)
+    .sort(
+      (a, b) =>
+        Number(a.tokens.length > 0) - Number(b.tokens.length > 0) || a.lastUsed - b.lastUsed || a.id - b.id,
+    );
   if (free.length < count) return undefined;
   let primary = free[0] as SlotView;
   let best = 0;

@@ -15,10 +15,13 @@ export interface Slot<S extends CachedSequence> {
   scope: string | undefined;
   /** While busy: the tenant (organization) holding it, for the queue's sequence share. */
   holder: string | undefined;
+  /** When it was last freed (the pool's clock; 0: never used): the least recently used cache goes first. */
+  lastUsed: number;
 }
 
 export class SlotPool<S extends CachedSequence> {
   readonly slots: readonly Slot<S>[];
+  private clock = 0;
 
   /** `sequences[i]` becomes slot `i`. */
   constructor(sequences: readonly S[]) {
@@ -28,6 +31,7 @@ export class SlotPool<S extends CachedSequence> {
       busy: false,
       scope: undefined,
       holder: undefined,
+      lastUsed: 0,
     }));
   }
 
@@ -55,6 +59,7 @@ export class SlotPool<S extends CachedSequence> {
       busy: s.busy,
       scope: s.scope,
       tokens: s.busy ? [] : s.sequence.contextTokens,
+      lastUsed: s.lastUsed,
     }));
   }
 
@@ -82,6 +87,7 @@ export class SlotPool<S extends CachedSequence> {
       const slot = this.slot(id);
       slot.busy = false;
       slot.holder = undefined;
+      slot.lastUsed = ++this.clock;
     }
   }
 }

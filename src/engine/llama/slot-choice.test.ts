@@ -1,0 +1,59 @@
+// Slot choice: the longest same-scope prefix wins; otherwise the cache worth least is overwritten (empty first,
+// then the least recently used), so organizations taking turns keep their prefixes.
+import { describe, expect, it } from "vitest";
+import { chooseSlots, type SlotView } from "./slot-choice.js";
+
+const slot = (id: number, over: Partial<SlotView> = {}): SlotView => ({
+  id,
+  busy: false,
+  tokens: [],
+  scope: undefined,
+  lastUsed: 0,
+  ...over,
+});
+
+describe("chooseSlots", () => {
+  it("takes the free slot holding the longest prefix of the same scope, never another scope's", () => {
+    const slots = [
+      slot(0, { tokens: [1, 2, 3, 4], scope: "b", lastUsed: 1 }),
+      slot(1, { tokens: [1, 2, 9], scope: "a", lastUsed: 2 }),
+      slot(2, { tokens: [1, 2, 3, 7], scope: "a", lastUsed: 3 }),
+      slot(3, { busy: true }),
+    ];
+    expect(chooseSlots(slots, [1, 2, 3, 4, 5], "a", 1)).toEqual({ primary: 2, others: [], reusable: 3 });
+    // Never the whole prompt: its last token is evaluated to get the logits.
+    expect(chooseSlots(slots, [1, 2, 3, 4], "b", 1)).toEqual({ primary: 0, others: [], reusable: 3 });
+  });
+
+  it("without a prefix, overwrites an empty slot first, then the least recently used", () => {
+    const used = [
+      slot(0, { tokens: [5, 6], scope: "a", lastUsed: 3 }),
+      slot(1, { tokens: [7, 8], scope: "b", lastUsed: 1 }),
+      slot(2, { tokens: [9], scope: "c", lastUsed: 2 }),
+    ];
+    expect(chooseSlots([...used, slot(3)], [1, 2], "d", 1)?.primary).toBe(3);
+    expect(chooseSlots(used, [1, 2], "d", 1)).toEqual({ primary: 1, others: [], reusable: 0 });
+    // Copies for n > 1 go to the next cheapest slots.
+    expect(chooseSlots(used, [1, 2], "d", 3)).toEqual({ primary: 1, others: [2, 0], reusable: 0 });
+    expect(chooseSlots(used, [5, 6, 7], "a", 2)).toEqual({ primary: 0, others: [1], reusable: 2 });
+  });
+
+  it("two scopes taking turns on one pool keep both their prefixes", () => {
+    const slots = [slot(0), slot(1), slot(2), slot(3)];
+    let clock = 0;
+    const reused: number[] = [];
+    for (let turn = 0; turn < 6; turn++) {
+      const scope = turn % 2 === 0 ? "direct" : "gateway";
+      const prompt = [100, 200, 300, turn % 2];
+      const choice = chooseSlots(slots, prompt, scope, 1);
+      if (choice === undefined) throw new Error("no slot");
+      reused.push(choice.reusable);
+      slots[choice.primary] = slot(choice.primary, { tokens: prompt, scope, lastUsed: ++clock });
+    }
+    expect(reused).toEqual([0, 0, 3, 3, 3, 3]);
+  });
+
+  it("is undefined while fewer slots than asked for are free", () => {
+    expect(chooseSlots([slot(0), slot(1, { busy: true })], [1], "a", 2)).toBeUndefined();
+  });
+});
