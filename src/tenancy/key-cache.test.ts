@@ -116,12 +116,26 @@ describe("a verification that races a revocation", () => {
     expect(await racing).not.toBeNull();
     expect(await tenancy.keys.verify(key)).toBeNull();
   });
+
+  it("caches no grant set read while a grant is revoked on another replica", async () => {
+    const org = await tenancy.orgs.create("beta", ["m"]);
+    const { readDone, release } = reads.holdNext();
+    const racing = tenancy.orgs.allowedModels(org.id);
+    await readDone; // the read has seen the grant
+    await otherReplica.orgs.revokeModel("beta", "m");
+    tenancy.invalidation.invalidate({ kind: "org", orgId: org.id });
+    release();
+    expect(await racing).toEqual(new Set(["m"]));
+    expect(await tenancy.orgs.allowedModels(org.id)).toEqual(new Set());
+  });
 });
 
 describe("verified keys while the store is down", () => {
   let dir: string;
   let store: Store;
   let tenancy: Tenancy;
+  /** Another replica on the same store, whose changes never reach this one (a lost broadcast). */
+  let elsewhere: Tenancy;
   let status: StoreStatus;
   let clock = Date.parse("2030-01-01T00:00:00Z");
   let storeUp = true;
@@ -133,7 +147,8 @@ describe("verified keys while the store is down", () => {
       async () => {
         if (!storeUp) throw new Error("connection refused");
       },
-      { cacheMs: 60_000, timeoutMs: 1000 },
+      // The test's clock: the status is asked again only when the test moves it past cacheMs.
+      { cacheMs: 60_000, timeoutMs: 1000, now: () => clock },
     );
     tenancy = createTenancy(store.db, {
       keySecret: KEY_SECRET,
@@ -143,11 +158,13 @@ describe("verified keys while the store is down", () => {
       storeStatus: status,
       now: () => clock,
     });
+    elsewhere = createTenancy(store.db, { keySecret: KEY_SECRET, modelIds: ["m"], now: () => clock });
     await tenancy.orgs.create("acme", ["m"]);
   });
 
   afterAll(async () => {
     await tenancy?.dispose().catch(() => {});
+    await elsewhere?.dispose().catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -156,26 +173,42 @@ describe("verified keys while the store is down", () => {
     const old = await tenancy.keys.create("acme");
     const never = await tenancy.keys.create("acme");
     const revoked = await tenancy.keys.create("acme");
+    const revokedElsewhere = await tenancy.keys.create("acme");
     expect(await tenancy.keys.verify(old.key)).not.toBeNull();
     expect(await tenancy.keys.verify(revoked.key)).not.toBeNull();
     await tenancy.keys.revoke(revoked.id);
     clock += 200_000;
     const first = await tenancy.keys.verify(recent.key);
     expect(await tenancy.orgs.allowedModels(first?.orgId ?? "")).toEqual(new Set(["m"]));
-    clock += 150_000; // old: 350 s since its verification; recent: 150 s
+    expect(await tenancy.keys.verify(revokedElsewhere.key)).not.toBeNull();
+    await elsewhere.keys.revoke(revokedElsewhere.id);
+    clock += 150_000; // old: 350 s since its verification; recent and revokedElsewhere: 150 s
+    // Past the TTL the store is asked and says revoked: that answer wins over the entry kept for outages.
+    expect(await tenancy.keys.verify(revokedElsewhere.key)).toBeNull();
 
     // The store goes away for real: its connection is closed under the services.
     storeUp = false;
     await store.close();
+    // The first read finds the store gone (the lookup fails) and is served from the stale entry.
     const principal = await tenancy.keys.verify(recent.key);
     expect(principal?.orgName).toBe("acme");
     expect(status.available).toBe(false);
+    // Known down from then on: the stale entries answer without asking the store, keys and grants alike.
+    expect((await tenancy.keys.verify(recent.key))?.keyId).toBe(recent.id);
     expect(await tenancy.orgs.allowedModels(principal?.orgId ?? "")).toEqual(new Set(["m"]));
     await expect(tenancy.keys.verify(never.key)).rejects.toBeInstanceOf(StoreUnavailableError);
     await expect(tenancy.keys.verify(old.key)).rejects.toBeInstanceOf(StoreUnavailableError);
-    // A revoked key is never among the stale ones.
+    // A revoked key is never among the stale ones, whether revoked here or found revoked in the store.
     await expect(tenancy.keys.verify(revoked.key)).rejects.toBeInstanceOf(StoreUnavailableError);
+    await expect(tenancy.keys.verify(revokedElsewhere.key)).rejects.toBeInstanceOf(StoreUnavailableError);
     // A malformed key needs no store: still the plain "invalid key".
     expect(await tenancy.keys.verify("sk-nope")).toBeNull();
+
+    // The store flaps: its ping answers again, but the next grant read fails. The stale grants still answer.
+    storeUp = true;
+    clock += 60_000;
+    expect(await status.check()).toBe(true);
+    expect(await tenancy.orgs.allowedModels(principal?.orgId ?? "")).toEqual(new Set(["m"]));
+    expect(status.available).toBe(false);
   });
 });

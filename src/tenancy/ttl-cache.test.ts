@@ -52,10 +52,17 @@ describe("TtlCache stale-if-error and generations", () => {
     expect(cache.size).toBe(0);
   });
 
-  it("refuses a value read before an invalidation", () => {
+  // Each removal is an invalidation somewhere: a key revoked (delete: the store said it is no longer valid), a key
+  // or an org changed (deleteWhere), or the broadcast lost (clear). Any of them may land while a value is read.
+  const removals: [string, (cache: TtlCache<string, number>) => void][] = [
+    ["delete", (cache) => cache.delete("b")],
+    ["deleteWhere", (cache) => cache.deleteWhere((v) => v === 99)],
+    ["clear", (cache) => cache.clear()],
+  ];
+  it.each(removals)("refuses a value read before an invalidation by %s", (_, remove) => {
     const cache = new TtlCache<string, number>({ ttlMs: 100, maxEntries: 10 });
     const before = cache.generation;
-    cache.deleteWhere((v) => v === 99); // an invalidation while the value was being read
+    remove(cache); // an invalidation while the value was being read
     expect(cache.setIfCurrent(before, "a", 1)).toBe(false);
     expect(cache.get("a")).toBeUndefined();
     expect(cache.setIfCurrent(cache.generation, "a", 1)).toBe(true);

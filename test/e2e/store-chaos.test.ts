@@ -20,6 +20,12 @@ import { createKeyWithCli, type ServerProcess, startServerProcess } from "../sup
 const MODEL = "smollm2-135m-instruct";
 /** A request that hangs longer than this is a hang (the store's bounds are seconds). */
 const HANG_MS = 20_000;
+/**
+ * The store's shortest bound in this test's config (a ping's and a new connection's): a request that waited on the
+ * store took at least this long, so a refusal that comes sooner did not wait.
+ */
+const STORE_BOUND_MS = 1000;
+const SHUTDOWN_TIMEOUT_MS = 3000;
 
 interface Outcome {
   status: number;
@@ -127,6 +133,8 @@ async function refusedUntil(url: string, unseenKey: string, end: number): Promis
   while (performance.now() < end) {
     const outcome = await chat(url, unseenKey, false);
     expectStoreUnavailable(outcome);
+    // At once: the server knows the store is down (its /health says so) and does not wait on it per request.
+    expect(outcome.ms, "a refusal that waited on the store").toBeLessThan(STORE_BOUND_MS);
     refused.push(outcome);
     await sleep(250);
   }
@@ -155,12 +163,12 @@ describe("store chaos under load", () => {
       config,
       [
         "server:",
-        "  shutdownTimeoutMs: 3000",
+        `  shutdownTimeoutMs: ${SHUTDOWN_TIMEOUT_MS}`,
         "store:",
-        "  connectTimeoutMs: 1000",
+        `  connectTimeoutMs: ${STORE_BOUND_MS}`,
         "  statementTimeoutMs: 2000",
         "  healthCacheMs: 500",
-        "  healthTimeoutMs: 1000",
+        `  healthTimeoutMs: ${STORE_BOUND_MS}`,
         "",
       ].join("\n"),
     );
@@ -322,11 +330,16 @@ describe("store chaos under load", () => {
     try {
       const served = await chat(running.url, running.apiKey, false);
       expect(served.status).toBe(200);
+      const signalled = performance.now();
       const exit = await running.stop("SIGTERM");
+      const stopMs = performance.now() - signalled;
       expect(running.output()).toMatch(
         /shutdown did not finish within 3000 ms \(server\.shutdownTimeoutMs\); exiting anyway/,
       );
       expect(exit).toBe(1);
+      // Exited at the bound, not when the stuck work gave up on its own (the pool's timeouts and the meter's
+      // retries end it too, later): 2 s is the margin for the process to exit once the bound has passed.
+      expect(stopMs, "SIGTERM to exit, in ms").toBeLessThan(SHUTDOWN_TIMEOUT_MS + 2000);
     } finally {
       await pgs.thaw();
     }

@@ -1,7 +1,10 @@
 // SIGTERM with requests in flight: they finish, new requests get 503 during the drain, the process exits 0, and
-// after a restart on the same data dir every admitted request is in the usage totals.
+// after a restart on the same data dir every admitted request is in the usage totals. A response still on its way
+// to a client that has not read it is delivered whole before the process exits.
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, request } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type OpenAI from "openai";
@@ -123,5 +126,130 @@ describe("SIGTERM with requests in flight", () => {
       errors: 0,
     });
     expect(await again.stop()).toBe(0);
+  });
+});
+
+/** More than the socket buffers of both ends hold: most of the answer waits in the server process. */
+const BIG_CONTENT_CHARS = 32 * 1024 * 1024;
+
+/** An OpenAI-compatible upstream whose every answer is one streamed delta of BIG_CONTENT_CHARS, sent at once. */
+async function bigAnswerUpstream(): Promise<{ url: string; close: () => void }> {
+  const content = "x".repeat(BIG_CONTENT_CHARS);
+  const event = (body: object) =>
+    `data: ${JSON.stringify({ id: "up-1", object: "chat.completion.chunk", created: 1, model: "big", ...body })}\n\n`;
+  const server = createServer((req, res) => {
+    if (req.method === "GET" && req.url === "/v1/models") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ object: "list", data: [{ id: "big", object: "model", owned_by: "test" }] }));
+      return;
+    }
+    if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
+      res.writeHead(404).end();
+      return;
+    }
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(
+        event({ choices: [{ index: 0, delta: { role: "assistant", content }, finish_reason: null }] }),
+      );
+      res.write(event({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }));
+      res.write(event({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 } }));
+      res.end("data: [DONE]\n\n");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+describe("SIGTERM while a finished answer is still on its way", () => {
+  it("delivers it whole to a client that reads it only after the generation ended, then exits 0", async () => {
+    const upstream = await bigAnswerUpstream();
+    cleanups.push(upstream.close);
+    const dir = mkdtempSync(join(tmpdir(), "hearth-shutdown-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const config = join(dir, "hearth.yaml");
+    writeFileSync(
+      config,
+      [
+        "server:",
+        "  shutdownTimeoutMs: 300000",
+        "models:",
+        "  - id: big",
+        "    upstream:",
+        "      endpoints:",
+        `        - url: ${upstream.url}`,
+        "",
+      ].join("\n"),
+    );
+    const server = await startServerProcess({ args: ["--config", config] });
+    cleanups.push(() => rmSync(server.dataDir, { recursive: true, force: true }));
+    cleanups.push(() => server.child.kill("SIGKILL"));
+    // Serving once its probe has found the upstream endpoint.
+    const ready = Date.now() + 30_000;
+    while ((await fetch(`${server.url}/health`)).status !== 200) {
+      expect(Date.now()).toBeLessThan(ready);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+
+    // The client takes the first bytes, then stops reading: the rest of the answer stays with the server.
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
+      });
+      req.on("response", resolve);
+      req.on("error", reject);
+      req.end(JSON.stringify({ model: "big", messages: [{ role: "user", content: "Hi" }], stream: true }));
+    });
+    expect(response.statusCode).toBe(200);
+    const parts: Buffer[] = [];
+    const body = new Promise<string>((resolve, reject) => {
+      response.on("data", (part: Buffer) => parts.push(part));
+      response.on("end", () => resolve(Buffer.concat(parts).toString()));
+      response.on("error", reject);
+      response.on("aborted", () => {
+        const read = parts.reduce((n, part) => n + part.length, 0);
+        reject(new Error(`the server cut the response after ${read} bytes`));
+      });
+    });
+    body.catch(() => {}); // awaited below; a cut must not be an unhandled rejection meanwhile
+    response.pause();
+
+    // The upstream has sent everything: the generation is over, and the drain that SIGTERM starts finds no
+    // generation running. Only the response is left, most of it not yet read by the client. The server stops
+    // listening as it turns to its connections: read on only once it has (and a moment more).
+    const exited = exitOf(server.child);
+    server.child.kill("SIGTERM");
+    const deadline = Date.now() + 10_000;
+    while (
+      await fetch(`${server.url}/health`).then(
+        () => true,
+        () => false,
+      )
+    ) {
+      expect(Date.now()).toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await new Promise((r) => setTimeout(r, 1000));
+    response.resume();
+
+    const text = await body;
+    expect(text.trimEnd().endsWith("data: [DONE]")).toBe(true);
+    let received = 0;
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("data: {")) continue;
+      const chunk = JSON.parse(line.slice("data: ".length)) as OpenAI.ChatCompletionChunk;
+      received += chunk.choices[0]?.delta.content?.length ?? 0;
+    }
+    expect(received).toBe(BIG_CONTENT_CHARS);
+    expect(await exited).toBe(0);
   });
 });
