@@ -7,10 +7,19 @@ import { InvalidRequestError } from "../errors/api-error.js";
 export const MAX_TOOLS = 128;
 
 /**
+ * Levels of JSON nesting a request body may have. A schema may nest 32 levels (SCHEMA_LIMITS.maxDepth), two JSON
+ * levels each (`properties`, then the property), inside `tools[i].function.parameters`: well within. Far deeper
+ * bodies (10,000 levels, from the fuzz bench) overflowed the call stack of every recursive walk after the parse
+ * (`JSON.stringify` of a schema: a 500) and are refused first, by a walk that keeps its own stack.
+ */
+export const MAX_BODY_DEPTH = 128;
+
+/**
  * On the raw body, before validation: the counts and sizes that decide how much work validating (and compiling the
  * schemas of) the rest would be. Fields of the wrong type are left to validation.
  */
 export function checkRequestSize(body: Readonly<Record<string, unknown>>, limits: RequestLimits): void {
+  checkNesting(body);
   const { messages, tools } = body;
   if (Array.isArray(messages) && messages.length > limits.maxMessages) {
     throw tooMany("messages", limits.maxMessages, messages.length);
@@ -25,6 +34,24 @@ export function checkRequestSize(body: Readonly<Record<string, unknown>>, limits
           `${limits.maxSchemaBytes} bytes, but they reach ${total} bytes here.`,
         param,
       );
+    }
+  }
+}
+
+/** Refuses a body nested deeper than MAX_BODY_DEPTH, naming the top-level field; iterative, linear in the body. */
+function checkNesting(body: Readonly<Record<string, unknown>>): void {
+  for (const [param, value] of Object.entries(body)) {
+    const stack: [unknown, number][] = [[value, 2]];
+    for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+      const [node, depth] = entry;
+      if (node === null || typeof node !== "object") continue;
+      if (depth > MAX_BODY_DEPTH) {
+        throw new InvalidRequestError(
+          `Invalid '${param}': the request body nests deeper than ${MAX_BODY_DEPTH} levels.`,
+          param,
+        );
+      }
+      for (const child of Object.values(node)) stack.push([child, depth + 1]);
     }
   }
 }

@@ -198,6 +198,49 @@ describe("size bounds of one request", () => {
     );
   });
 
+  it("nesting: 128 levels checked, deeper refused naming the field (10,000 levels overflowed the stack: a 500)", async () => {
+    const nested = (levels: number) => {
+      let value: unknown = { type: "string" };
+      for (let i = 1; i < levels; i++) value = { type: "object", properties: { a: value } };
+      return value;
+    };
+    /** `levels` objects inside each other: the body is level 1, so the innermost is at level `levels` + 1. */
+    const chain = (levels: number) => {
+      let value: unknown = {};
+      for (let i = 1; i < levels; i++) value = [value];
+      return value;
+    };
+    // The deepest schema the compiler takes (32 levels) is far within the bound.
+    const deepest = { type: "function", function: { name: "f", parameters: nested(32) } };
+    await expect200(await harness.chat(body({ tools: [deepest] })));
+    // At the bound, validation answers (metadata values are strings), not the nesting check.
+    const atBound = await harness.chat(body({ metadata: { k: chain(126) } }));
+    expect(atBound.status).toBe(400);
+    expect(((await atBound.json()) as ErrorJson).error.message).not.toMatch(/nests deeper/);
+    await expect400(
+      await harness.chat(body({ metadata: { k: chain(127) } })),
+      "metadata",
+      "Invalid 'metadata': the request body nests deeper than 128 levels.",
+    );
+    // 10,000 levels, as text (JSON.stringify of such an object overflows the test's own stack).
+    const deep = `${'{"type":"object","properties":{"a":'.repeat(10_000)}{"type":"string"}${"}}".repeat(10_000)}`;
+    const base = JSON.stringify(body()).slice(0, -1);
+    for (const [param, field] of [
+      ["tools", `"tools":[{"type":"function","function":{"name":"f","parameters":${deep}}}]`],
+      [
+        "response_format",
+        `"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":${deep}}}`,
+      ],
+    ] as const) {
+      const response = await harness.app.request("/v1/chat/completions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${harness.apiKey}`, "content-type": "application/json" },
+        body: `${base},${field}}`,
+      });
+      await expect400(response, param, `Invalid '${param}': the request body nests deeper than 128 levels.`);
+    }
+  });
+
   it("user and safety_identifier: 64 characters served, 65 refused", async () => {
     await expect200(await harness.chat(body({ user: "u".repeat(64), safety_identifier: "s".repeat(64) })));
     for (const field of ["user", "safety_identifier"]) {
