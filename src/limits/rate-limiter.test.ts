@@ -2,13 +2,16 @@
 // settlement, the 429 it throws, limit changes, and what happens when Redis is not there.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
+import { restartablePort } from "../../test/support/ports.js";
 import { RateLimitError } from "../errors/api-error.js";
 import { createLogger } from "../observability/logger.js";
 import { createRateLimiter, type RateLimiterOptions } from "./create-limiter.js";
 import type { LimitSubject, RateLimiter } from "./types.js";
+
+/** The test's own Redis clients fail within seconds instead of waiting forever on a server that does not answer. */
+const BOUNDED = { connectTimeout: 2000, commandTimeout: 2000, maxRetriesPerRequest: 1 };
 
 const REDIS_URL = process.env.HEARTH_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 /** Every key this run writes starts with it; removed afterwards. */
@@ -85,7 +88,7 @@ function track(limiter: RateLimiter): RateLimiter {
  */
 async function connected(limiter: RateLimiter, url = REDIS_URL): Promise<RateLimiter> {
   const probe = subject({ rpm: 1 });
-  const direct = new Redis(url);
+  const direct = new Redis(url, BOUNDED);
   try {
     await direct.set(`${PREFIX}:rpm:${probe.orgId}`, "1", "EX", 60);
     for (let i = 0; i < 100; i++) {
@@ -307,22 +310,21 @@ describe("rate limiter (Redis, two instances as two replicas)", () => {
   });
 });
 
-/** A port nothing listens on. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
+/** A port nothing listens on, and that nothing else takes while the test's Redis restarts on it. */
+const closedPort = restartablePort;
 
 /** A private redis-server this test starts and stops for real. */
 async function startRedis(port: number): Promise<ChildProcess> {
   const child = spawn("redis-server", ["--port", String(port), "--save", "", "--appendonly", "no"], {
     stdio: "ignore",
   });
-  const probe = new Redis({ port, lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false });
+  const probe = new Redis({
+    ...BOUNDED,
+    port,
+    lazyConnect: true,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  });
   probe.on("error", () => {}); // refused connections while the server starts are expected here
   for (let i = 0; i < 100; i++) {
     try {
@@ -393,7 +395,7 @@ describe("rate limiter when Redis is unreachable", () => {
       }
       expect(back).toBe(true);
       // The restarted Redis is empty: its count holds only what was admitted since it came back.
-      const direct = new Redis(`redis://127.0.0.1:${port}`);
+      const direct = new Redis(`redis://127.0.0.1:${port}`, BOUNDED);
       try {
         const stored = Number(await direct.get(`${PREFIX}:rpm:${org.orgId}`));
         expect(stored).toBeGreaterThanOrEqual(1);

@@ -1,24 +1,17 @@
 // A real fleet on this machine for the e2e tests: `hearth serve` workers on fixed ports (so one can be restarted
 // where the gateway expects it) behind a gateway `hearth serve` whose only model is an upstream one.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { restartablePort } from "./ports.js";
 import { type ServerProcess, startServerProcess } from "./server-process.js";
 
 /** The model every worker serves (the default SmolLM2) and the id the gateway serves it under. */
 export const WORKER_MODEL = "smollm2-135m-instruct";
 export const FLEET_MODEL = "fleet-smol";
 
-/** A port free now (the kernel's pick, released at once), to start a worker on and restart it on. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (address === null || typeof address === "string") throw new Error("no port");
-  return address.port;
-}
+/** A port to start a worker on and restart it on (see ports.ts). */
+export const freePort = restartablePort;
 
 /**
  * A worker: the default model, two sequences, on `port`; `dataDir` restarts it on its existing store. The gateway

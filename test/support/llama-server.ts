@@ -1,11 +1,11 @@
 // llama.cpp's own llama-server (built by scripts/build-llama-server.sh, on node-llama-cpp's prebuilt libraries) as a
 // real foreign upstream for tests: build or reuse the cached binary, start it on a GGUF, stop it.
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { loadConfig } from "../../src/config/load.js";
 import { ensureModelFile } from "../../src/models/fetch.js";
+import { restartablePort } from "./ports.js";
 
 const BUILD_SCRIPT = join(import.meta.dirname, "..", "..", "scripts", "build-llama-server.sh");
 
@@ -70,7 +70,7 @@ export async function startLlamaServer(options: StartLlamaServerOptions): Promis
   // A free port can be taken between the probe and the bind: pick another one then.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await spawnLlamaServer(bin, options, options.port ?? (await freePort()));
+      return await spawnLlamaServer(bin, options, options.port ?? (await restartablePort()));
     } catch (error) {
       if (!(error instanceof PortInUseError) || options.port !== undefined || attempt >= 3) throw error;
     }
@@ -131,18 +131,4 @@ async function spawnLlamaServer(
       clearTimeout(timer);
     },
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => {
-        if (address === null || typeof address === "string") reject(new Error("no port"));
-        else resolve(address.port);
-      });
-    });
-  });
 }

@@ -3,25 +3,16 @@
 // as the `postgres` user (initdb refuses root).
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
+import { restartablePort } from "./ports.js";
 
 const run = promisify(execFile);
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+/** Ports its servers restart on (see ports.ts). */
+export const freePort = restartablePort;
 
 function postgresBin(): string {
   const root = "/usr/lib/postgresql";
