@@ -2,6 +2,7 @@
 // request (vs calling a worker directly), its aggregate throughput vs the two workers driven directly, and how
 // often prefix affinity lands an organization's shared system prompt on a warm cache.
 // `node --import tsx bench/fleet.ts` prints the section; bench/run.ts embeds it (phase `fleet`).
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,6 +30,8 @@ const FLEET_MODEL = "fleet-bench";
 
 interface Fleet {
   workers: ServerProcess[];
+  /** bench/pass-through-proxy.ts in front of the first worker: the added latency of a hop with no logic. */
+  proxyUrl: string;
   /** On the embedded store (PGlite), as `npm start` runs. */
   gateway: ServerProcess;
   /** The same gateway on PostgreSQL, as a fleet's replicas run (docs/fleet.md); absent without a server. */
@@ -67,6 +70,19 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
       "",
     ].join("\n"),
   );
+  const proxy = spawn(
+    process.execPath,
+    [
+      ...process.execArgv,
+      join(import.meta.dirname, "pass-through-proxy.ts"),
+      (workers[0] as ServerProcess).url,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const proxyUrl = await new Promise<string>((resolve, reject) => {
+    proxy.stdout?.once("data", (data: Buffer) => resolve(data.toString().trim()));
+    proxy.once("exit", (code) => reject(new Error(`the pass-through proxy exited (${code})`)));
+  });
   const env = Object.fromEntries(workers.map((w, i) => [`WORKER${i}_KEY`, w.apiKey]));
   const gateway = await startServerProcess({ env, args: ["--config", config] });
   const database: Backend | undefined = await postgresBackend().catch(() => undefined);
@@ -79,9 +95,11 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
         });
   return {
     workers,
+    proxyUrl,
     gateway,
     gatewayOnPostgres,
     async stop() {
+      proxy.kill();
       await gateway.stop();
       await gatewayOnPostgres?.stop();
       await database?.cleanup();
@@ -141,14 +159,20 @@ async function addedLatency(fleet: Fleet, model: string, count: number): Promise
   const added50: number[] = [];
   for (const stream of [true, false]) {
     const direct: number[] = [];
+    const proxied: number[] = [];
     const via = gateways.map((): number[] => []);
     for (let i = 0; i < count; i++) {
       direct.push(await timed(worker.url, worker.apiKey, model, stream));
+      proxied.push(await timed(fleet.proxyUrl, worker.apiKey, model, stream));
       for (const [g, [, gateway]] of gateways.entries()) {
         via[g]?.push(await timed(gateway.url, gateway.apiKey, FLEET_MODEL, stream));
       }
     }
     const kind = stream ? "streamed" : "non-streamed";
+    const hop = (p: number) => percentile(proxied, p) - percentile(direct, p);
+    rows.push(
+      `| ${kind} | (a pass-through proxy, no logic) | ${f(direct, 50)} / ${f(direct, 99)} | ${f(proxied, 50)} / ${f(proxied, 99)} | ${hop(50).toFixed(1)} / ${hop(99).toFixed(1)} |`,
+    );
     for (const [g, [store]] of gateways.entries()) {
       const viaGateway = via[g] ?? [];
       const added = (p: number) => percentile(viaGateway, p) - percentile(direct, p);
@@ -167,7 +191,8 @@ async function addedLatency(fleet: Fleet, model: string, count: number): Promise
     ...rows,
     "",
     `Target (embedded store): added p50 < 2 ms — streamed ${(added50[0] ?? 0) < 2 ? "PASS" : "MISS"}, ` +
-      `non-streamed ${(added50[1] ?? 0) < 2 ? "PASS" : "MISS"}.`,
+      `non-streamed ${(added50[1] ?? 0) < 2 ? "PASS" : "MISS"}. The pass-through proxy (bench/pass-through-proxy.ts: ` +
+      "node:http in, undici out, nothing else) is the floor of any gateway process on this machine: the hop alone.",
   ];
 }
 

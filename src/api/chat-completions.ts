@@ -3,6 +3,7 @@ import { performance } from "node:perf_hooks";
 import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
+import { clientLeftSignal, readBodyText } from "../app/node-request.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionsService } from "../completions/completions-service.js";
 import type { RequestLimits } from "../config/schema.js";
@@ -13,18 +14,19 @@ import type { Logger } from "../observability/logger.js";
 import { completionBody } from "./chat-completion-body.js";
 import { streamCompletion } from "./chat-completion-stream.js";
 import { parseChatRequest } from "./chat-request.js";
-import { SSE_HEADERS, sseStream } from "./sse.js";
+import { sseHeaders, sseStream } from "./sse.js";
 import { type CompletionMeta, completionId } from "./wire.js";
 
 export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
   /**
-   * Largest n and the size bounds of a request, what its schemas may cost, how often a silent stream sends a
+   * Largest n, the body's size and the bounds of a request, what its schemas may cost, how often a silent stream sends a
    * keep-alive comment, and how long a stream may wait for a client that reads nothing before it is destroyed.
    */
   limits: {
     maxN: number;
+    maxBodyBytes: number;
     keepAliveMs: number;
     sseDrainTimeoutMs: number;
     requestLimits: RequestLimits;
@@ -37,10 +39,11 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
   const requestId = c.get("requestId");
   // The connection closing (Hono's request signal) or the stream's reader cancelling both mean the client left.
   const left = new AbortController();
-  const signal = AbortSignal.any([c.req.raw.signal, left.signal]);
+  const signal = AbortSignal.any([clientLeftSignal(c), left.signal]);
   // The service counts the request (RPM) before the body is read and validated: see CompletionsService.start.
   const read = async () => {
-    const request = parseChatRequest(parseJsonBody(await c.req.text()), deps.limits);
+    const text = await readBodyText(c, deps.limits.maxBodyBytes);
+    const request = parseChatRequest(parseJsonBody(text), deps.limits);
     c.set("model", request.model);
     return request;
   };
@@ -99,7 +102,16 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
       },
     },
   );
-  return new Response(stream, { status: 200, headers: { ...SSE_HEADERS, ...headers } });
+  const httpVersion = nodeRequest(c)?.httpVersion;
+  return new Response(stream, {
+    status: 200,
+    headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
+  });
+}
+
+/** The Node request under this request; in-memory requests (`app.request()` in tests) have none. */
+function nodeRequest(c: Context<AppEnv>): HttpBindings["incoming"] | undefined {
+  return (c.env as Partial<HttpBindings> | undefined)?.incoming;
 }
 
 /** The Node response under this request; in-memory requests (`app.request()` in tests) have none. */

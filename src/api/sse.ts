@@ -21,6 +21,16 @@ export const SSE_HEADERS = {
   "x-accel-buffering": "no",
 } as const;
 
+/**
+ * The headers of a stream to a client speaking `httpVersion`. On HTTP/1.1 the stream says it is chunked (as Node
+ * sends it anyway): without the header @hono/node-server first tries to read the whole body to give it a length,
+ * and when the second event is not ready at once it waits a timer turn (≥ 1 ms) before sending the headers and
+ * the first event: every stream's first byte paid it, and a gateway's twice (its worker's stream, then its own).
+ */
+export function sseHeaders(httpVersion: string | undefined): Record<string, string> {
+  return httpVersion === "1.0" ? { ...SSE_HEADERS } : { ...SSE_HEADERS, "transfer-encoding": "chunked" };
+}
+
 /** Bytes the stream holds for a reader that is not taking them before writes wait (a few dozen chunks). */
 export const SSE_HIGH_WATER_MARK = 16 * 1024;
 

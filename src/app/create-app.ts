@@ -1,10 +1,10 @@
 // Builds the Hono app: middleware order, the /v1 and admin sub-apps, and the one error renderer.
-import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
+import { Hono, type MiddlewareHandler } from "hono";
 import { createAdminApp } from "../admin/admin-app.js";
 import { adminTokenMatches } from "../admin/admin-token.js";
 import { chatCompletions } from "../api/chat-completions.js";
 import { listModels, retrieveModel } from "../api/models.js";
+import { tokenize } from "../api/tokenize.js";
 import { bearerCredential, requireApiKey } from "../auth/require-api-key.js";
 import { schemaBudget } from "../chat/schema-budget.js";
 import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
@@ -16,13 +16,13 @@ import {
   MethodNotAllowedError,
   MetricsAuthError,
   NotFoundError,
-  PayloadTooLargeError,
 } from "../errors/api-error.js";
 import { mapDomainError } from "../errors/domain-errors.js";
 import { rateLimitHeaders } from "../limits/headers.js";
 import { requestId } from "../observability/request-id.js";
 import type { AppEnv } from "./env.js";
 import { apiErrorResponse } from "./error-mapping.js";
+import { declaredBodyLimit } from "./node-request.js";
 import type { Services } from "./services.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
@@ -81,15 +81,8 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   });
 
   const v1 = new Hono<AppEnv>();
-  v1.use(
-    "*",
-    bodyLimit({
-      maxSize: maxBodyBytes,
-      onError: () => {
-        throw new PayloadTooLargeError(maxBodyBytes);
-      },
-    }),
-  );
+  // A declared length over the limit is refused before authentication; the chat route caps what it reads.
+  v1.use("*", declaredBodyLimit(maxBodyBytes));
   v1.use("/chat/completions", async (c, next) => {
     await next();
     // The label is a configured model id or "unknown": never a string a client made up.
@@ -97,12 +90,13 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     const known = model !== undefined && services.engine.listModels().some((m) => m.id === model);
     services.metrics.requestFinished(known ? model : "unknown", c.res.status);
   });
-  v1.use("*", async (_c, next) => {
+  const refuseWhileDraining: MiddlewareHandler<AppEnv> = async (_c, next) => {
     if (services.draining()) {
       throw new EngineOverloadedError("The server is shutting down, please retry the request.");
     }
     await next();
-  });
+  };
+  v1.use("*", refuseWhileDraining);
   v1.use("*", requireApiKey(services.tenancy));
   // Every authenticated /v1 response carries the x-ratelimit-* headers; chat completions set them at admission.
   v1.use("*", async (c, next) => {
@@ -122,6 +116,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     logger,
     limits: {
       maxN: services.config.server.maxN,
+      maxBodyBytes,
       keepAliveMs: services.config.server.keepAliveMs,
       schemaBudget: schemaBudget(services.config.server.schemaBudget),
       sseDrainTimeoutMs: services.config.server.sseDrainTimeoutMs,
@@ -129,6 +124,15 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
+  // vLLM's route, at the root: what a Hearth gateway in front of this server pre-charges TPM with.
+  app.use("/tokenize", declaredBodyLimit(maxBodyBytes), refuseWhileDraining, requireApiKey(services.tenancy));
+  app.post("/tokenize", (c) =>
+    tokenize(c, {
+      completions: services.completions,
+      models: () => services.engine.listModels(),
+      limits: { ...chat.limits, maxBodyBytes },
+    }),
+  );
   v1.get("/models", (c) => listModels(c, services.modelAccess));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
   v1.all("/chat/completions", (c) => {

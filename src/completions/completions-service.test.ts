@@ -14,6 +14,7 @@ import type {
   GenerationEvent,
   GenerationRequest,
   PreparedRequest,
+  PromptCount,
 } from "../engine/types.js";
 import { InvalidRequestError, RateLimitError } from "../errors/api-error.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
@@ -51,6 +52,10 @@ class RecordingEngine implements Engine {
     this.lastRequest = request;
     if (this.refusePrepare !== undefined) throw this.refusePrepare;
     return { request, promptTokens: PROMPT_TOKENS, maxTokensPerChoice: request.sampling.maxTokens ?? 93 };
+  }
+  async countPromptTokens(): Promise<PromptCount> {
+    this.calls.push("count");
+    return { tokens: PROMPT_TOKENS, exact: true };
   }
   async enqueue(prepared: PreparedRequest): Promise<Generation> {
     this.calls.push("enqueue");

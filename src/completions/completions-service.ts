@@ -2,8 +2,9 @@
 // the order every refusal must come (all before the 200). No HTTP here.
 import { randomInt } from "node:crypto";
 import { RequestAbortedError } from "../engine/errors.js";
-import type { Engine, Generation, GenerationRequest } from "../engine/types.js";
+import type { Engine, Generation, GenerationRequest, PromptCount } from "../engine/types.js";
 import { mapDomainError } from "../errors/domain-errors.js";
+import { limitsTokens } from "../limits/org-rate-limiter.js";
 import type { RateLimiter, RequestCharge } from "../limits/types.js";
 import type { Accounting } from "./accounting.js";
 import type { ModelAccess } from "./model-access.js";
@@ -44,6 +45,29 @@ export class CompletionsService {
     }
   }
 
+  /**
+   * The tokenize route: `request`'s prompt tokens as its model counts them. It counts as a request (RPM, first, as a
+   * chat completion: rendering and tokenizing cost the same), then the model must be the caller's; no tokens are
+   * charged. The same refusals as `start` up to the count.
+   */
+  async countPromptTokens<R extends CompletionRequest>(
+    read: () => R | Promise<R>,
+    caller: CompletionCaller,
+  ): Promise<{ count: PromptCount; request: R }> {
+    const charge = await this.deps.limiter.chargeRequest(caller.principal);
+    try {
+      const request = await read();
+      await this.deps.access.assertCallable(caller.principal, request.model);
+      const count = await this.deps.engine.countPromptTokens(
+        toGenerationRequest(request, caller.principal.orgId, caller.signal),
+      );
+      return { count, request };
+    } catch (err) {
+      if (!clientsDoing(err)) await charge.refund();
+      throw err;
+    }
+  }
+
   private async admit(
     request: CompletionRequest,
     caller: CompletionCaller,
@@ -53,7 +77,11 @@ export class CompletionsService {
     const { principal, signal } = caller;
     await access.assertCallable(principal, request.model);
 
-    const prepared = await engine.prepare(toGenerationRequest(request, principal.orgId, signal));
+    const prepared = await engine.prepare({
+      ...toGenerationRequest(request, principal.orgId, signal),
+      // Only a TPM pre-charge needs the exact count first (an upstream engine asks its endpoint for it).
+      exactPromptCount: limitsTokens(principal),
+    });
     if (signal.aborted) throw new RequestAbortedError(request.model);
 
     // Every choice may use its whole budget. Without max_tokens the budget is the rest of the context: an upper

@@ -9,6 +9,7 @@ import type {
   ModelInfo,
   ModelLoad,
   PreparedRequest,
+  PromptCount,
 } from "./types.js";
 
 export class EngineRegistry implements Engine {
@@ -49,6 +50,10 @@ export class EngineRegistry implements Engine {
 
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     return this.engineFor(request.model).prepare(request);
+  }
+
+  async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
+    return this.engineFor(request.model).countPromptTokens(request);
   }
 
   async enqueue(prepared: PreparedRequest): Promise<Generation> {

@@ -89,6 +89,12 @@ export interface GenerationRequest {
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
   /**
+   * Whether `prepare` must count the prompt exactly (a TPM pre-charge, whose organization has a tokens limit). False:
+   * an engine that would have to ask another server for the count (an upstream's tokenize route, a round trip)
+   * may estimate instead; the usage the generation reports settles it. Absent: exactly.
+   */
+  exactPromptCount?: boolean;
+  /**
    * Aborting while queued drops the request (`enqueue` rejects with RequestAbortedError, nothing generated);
    * aborting later cancels generation and frees its sequences at once (the last event is still `usage`).
    */
@@ -104,6 +110,12 @@ export interface PreparedRequest {
   readonly promptTokens: number;
   /** Tokens each choice may generate: `max_tokens`, or the rest of the context when absent. */
   readonly maxTokensPerChoice: number;
+}
+
+/** A prompt's token count, and whether a tokenizer counted it (else it is an estimate that errs on the large side). */
+export interface PromptCount {
+  tokens: number;
+  exact: boolean;
 }
 
 export type FinishReason = "stop" | "length" | "tool_calls";
@@ -199,6 +211,12 @@ export interface Engine {
    * model, context overflow, too many choices.
    */
   prepare(request: GenerationRequest): Promise<PreparedRequest>;
+  /**
+   * The prompt's tokens as `prepare` would count them (template, tools, output instructions), without checking the
+   * context or compiling anything: the tokenize route. `exact` is false when only an estimate could be made (an
+   * upstream without a tokenize route).
+   */
+  countPromptTokens(request: GenerationRequest): Promise<PromptCount>;
   /**
    * Queues a request this engine prepared; resolves once it has left the queue with its sequences leased.
    * Rejects before anything is generated: queue full (at once), queue timeout (after the model's

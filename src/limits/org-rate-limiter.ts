@@ -203,6 +203,11 @@ function once(snapshot: RateSnapshot, end: Pick<Admission, "settle" | "refund">)
   };
 }
 
+/** Whether the org has a tokens-per-minute limit: only then does a request's prompt count before it runs. */
+export function limitsTokens(subject: LimitSubject): boolean {
+  return limitsOf(subject).tpm !== undefined;
+}
+
 /** The org's limits; null and 0 both mean unlimited (as the tenancy layer stores them). */
 function limitsOf(subject: LimitSubject): Limits {
   const positive = (value: number | null) => (value === null || value <= 0 ? undefined : value);

@@ -370,3 +370,50 @@ describe("models and health", () => {
     expect(logs).not.toContain(server.apiKey.slice(3, 30));
   });
 });
+
+describe("POST /tokenize (vLLM's route: what a gateway in front of this server pre-charges)", () => {
+  const weather = {
+    type: "function" as const,
+    function: {
+      name: "get_weather",
+      description: "The weather in a city.",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+    },
+  };
+  it.each([
+    ["a plain chat", {}],
+    ["tools", { tools: [weather] }],
+    [
+      "a JSON schema (its instructions are part of the prompt)",
+      {
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "city", schema: { type: "object", properties: { name: { type: "string" } } } },
+        },
+      },
+    ],
+  ])("counts exactly the prompt tokens the completion reports: %s", async (_, extra) => {
+    const body = {
+      model: MODEL,
+      messages: [
+        { role: "system", content: "You are a helpful assistant." },
+        { role: "user", content: "What is the capital of France?" },
+      ],
+      max_tokens: 1,
+      temperature: 0,
+      ...extra,
+    };
+    const counted = await fetch(`${server.url}/tokenize`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect(counted.status).toBe(200);
+    const { count, max_model_len } = (await counted.json()) as { count: number; max_model_len: number };
+    const completion = (await (await rawPost(body)).json()) as { usage: { prompt_tokens: number } };
+    expect(count).toBe(completion.usage.prompt_tokens);
+    expect(count).toBeGreaterThan(10);
+    const model = (await client.models.retrieve(MODEL)) as unknown as { context_length: number };
+    expect(max_model_len).toBe(model.context_length);
+  });
+});

@@ -5,6 +5,7 @@ import type OpenAI from "openai";
 import { APIError } from "openai";
 import type { ChatCompletionCreateParamsStreaming } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { estimatePromptTokens } from "../../src/engine/upstream/tokenize.js";
 import {
   endpointStatus,
   FLEET_MODEL,
@@ -235,6 +236,44 @@ describe("chat completions through the fleet", () => {
     expect((refused as APIError).status).toBe(429);
     const after = (await Promise.all(workers.map(requestsServed))).reduce((a, b) => a + b, 0);
     expect(after - before).toBe(1);
+  });
+
+  it("pre-charges an organization with a TPM limit the workers' own prompt count (their POST /tokenize)", async () => {
+    const tpm = 100_000;
+    await hearthCli(gateway.server, [
+      "orgs",
+      "create",
+      "metered",
+      "--models",
+      FLEET_MODEL,
+      "--tpm",
+      String(tpm),
+    ]);
+    const key = await createKeyWithCli(gateway.server, "metered");
+    const body = {
+      model: FLEET_MODEL,
+      messages: [
+        { role: "system", content: "You are the assistant of a small bakery. Answer in one sentence." },
+        { role: "user", content: "When do you open on Sundays, and do you sell rye bread?" },
+      ],
+      max_tokens: 4,
+      temperature: 0,
+    };
+    const response = await fetch(`${gateway.server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect(response.status).toBe(200);
+    const { usage } = (await response.json()) as { usage: { prompt_tokens: number } };
+    // The headers show the window right after the pre-charge: prompt (as the worker counted it) + max_tokens.
+    const remaining = Number(response.headers.get("x-ratelimit-remaining-tokens"));
+    expect(tpm - remaining).toBe(usage.prompt_tokens + body.max_tokens);
+    // The estimate (what the gateway charges without a tokenizer) would have charged something else.
+    const estimate = estimatePromptTokens(
+      body.messages.map((m) => ({ role: m.role as "system" | "user", content: m.content })),
+    );
+    expect(estimate).not.toBe(usage.prompt_tokens);
   });
 });
 

@@ -48,7 +48,8 @@ describe("error-level logging of failed requests", () => {
       expect(((await response.json()) as { error: { code: string } }).error.code).toBe("engine_overloaded");
     }
     expect(errorLines()).toEqual([]);
-    // Each still has its request line, with its status.
+    // Each still has its request line, with its status (written once its response is on its way).
+    await new Promise((resolve) => setImmediate(resolve));
     expect(
       lines.filter((l) => l.msg === "request" && (l as { status?: number }).status === 503),
     ).toHaveLength(2);

@@ -92,6 +92,8 @@ describe("from a peer that is not a trusted proxy", () => {
     const r = server.current();
     for (let i = 1; i <= 5; i++) expect(await signInFrom(r, `203.0.113.${i}`, "wrong guess")).toBe(401);
     expect(await signInFrom(r, "203.0.113.99", "wrong guess")).toBe(429);
+    // Request lines are written once their response is on its way.
+    await new Promise((resolve) => setImmediate(resolve));
     const lines = r.logLines().filter((l) => l.msg === "request" && l.method === "POST");
     expect(lines.length).toBeGreaterThan(0);
     expect(new Set(lines.map((l) => l.client))).toEqual(new Set(["127.0.0.1"]));
@@ -122,6 +124,7 @@ describe("behind a trusted proxy", () => {
     expect(await signInFrom(r, "203.0.113.2, 203.0.113.1", "wrong guess")).toBe(429);
     // Another client behind the same proxy has a budget of its own.
     expect(await signInFrom(r, "203.0.113.2", r.harness.owner.password)).toBe(303);
+    await new Promise((resolve) => setImmediate(resolve));
     const clients = new Set(
       r
         .logLines()

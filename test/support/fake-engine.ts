@@ -21,6 +21,7 @@ import type {
   ModelInfo,
   ModelLoad,
   PreparedRequest,
+  PromptCount,
   UsageCounts,
 } from "../../src/engine/types.js";
 
@@ -265,6 +266,12 @@ export class FakeEngine implements Engine {
     }
     this.requests.push(request);
     return new FakePreparedRequest(request, prompt, maxTokens, reply);
+  }
+
+  async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
+    if (!this.ready) throw new EngineNotReadyError(request.model);
+    this.model(request.model);
+    return { tokens: fakePromptTokens(request), exact: true };
   }
 
   async enqueue(prepared: PreparedRequest): Promise<Generation> {

@@ -13,6 +13,7 @@ import type {
   ModelInfo,
   ModelLoad,
   PreparedRequest,
+  PromptCount,
 } from "../types.js";
 import { countingStrategy, createRunnerStats } from "./batching.js";
 import { usableCores } from "./cpu.js";
@@ -123,6 +124,10 @@ export class LlamaEngine implements Engine {
 
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     return this.runner(request.model).prepare(request);
+  }
+
+  async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
+    return { tokens: await this.runner(request.model).countPromptTokens(request), exact: true };
   }
 
   async enqueue(prepared: PreparedRequest): Promise<Generation> {

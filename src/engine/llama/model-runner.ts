@@ -105,6 +105,11 @@ export class ModelRunner {
     return this.preparer.prepare(request);
   }
 
+  /** The prompt's tokens as `prepare` counts them, nothing checked or compiled. */
+  async countPromptTokens(request: GenerationRequest): Promise<number> {
+    return (await this.preparer.preparePrompt(request)).tokens.length;
+  }
+
   /**
    * Waits in the fair queue; resolves once the request holds its sequences. Rejects before anything is
    * generated: queue full (at once), queue timeout, or the signal aborted while waiting.

@@ -65,7 +65,7 @@ export class RequestPreparer {
   }
 
   /** Renders the prompt (with the output plan's instructions and tools) and tokenizes it. */
-  private async preparePrompt(
+  async preparePrompt(
     request: GenerationRequest,
   ): Promise<{ tokens: Token[]; plan: GenerationPlan | undefined }> {
     const { model, renderer, capabilities } = this.options;

@@ -69,12 +69,17 @@ describe("tokenizeRequest", () => {
     ]);
   });
 
-  it.each(["sglang", "ollama", "openai", "hearth"] as const)(
-    "%s has no chat tokenize route: the estimate",
-    (kind) => {
-      expect(tokenizeRequest(kind, options)).toBeUndefined();
-    },
-  );
+  it("Hearth: one POST /tokenize at the server root with the chat completion's body; reads count", () => {
+    const call = tokenizeRequest("hearth", options);
+    expect(call?.url).toBe("http://gpu1:8000/tokenize");
+    expect(call?.body).toMatchObject({ model: "served", messages: WIRE_MESSAGES, temperature: 1 });
+    expect(call?.body).not.toHaveProperty("cache_salt");
+    expect(call?.read({ count: 12, max_model_len: 2048 })).toBe(12);
+  });
+
+  it.each(["sglang", "ollama", "openai"] as const)("%s has no chat tokenize route: the estimate", (kind) => {
+    expect(tokenizeRequest(kind, options)).toBeUndefined();
+  });
 
   it("readTokenizeResponse and serverRoot", () => {
     expect(readTokenizeResponse({ tokens: [] })).toBe(0);

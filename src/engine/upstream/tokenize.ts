@@ -30,7 +30,8 @@ export interface TokenizeRequestOptions {
  *   added) → `count`.
  * - llama-server: `POST /apply-template` (its chat parser, so the same template and tools) → `prompt`, then
  *   `POST /tokenize` with `add_special` and `parse_special` as its chat path tokenizes → `tokens.length`.
- * - SGLang documents no chat form of its tokenizer; Ollama, OpenAI and Hearth nodes have none: the estimate.
+ * - Hearth: `POST /tokenize` with the chat completion's own body (its output instructions count too) → `count`.
+ * - SGLang documents no chat form of its tokenizer; Ollama and OpenAI have none: the estimate.
  */
 export function tokenizeRequest(
   kind: UpstreamKind,
@@ -65,19 +66,23 @@ export function tokenizeRequest(
           };
         },
       };
+    case "hearth":
+      return { url: `${root}/tokenize`, body: chat, read: readTokenizeResponse };
     case "sglang":
     case "ollama":
     case "openai":
-    case "hearth":
       return undefined;
     default:
       return kind satisfies never;
   }
 }
 
-/** A tokenize answer → its count: vLLM's `count`, else the length of `tokens` (llama-server, vLLM). */
+/**
+ * A tokenize answer → its count: vLLM's `count`, else the length of `tokens` (llama-server, vLLM). A Hearth node
+ * that could only estimate says `estimated` (a gateway whose endpoint has no tokenizer): undefined, estimate here.
+ */
 export function readTokenizeResponse(response: unknown): number | undefined {
-  if (!isRecord(response)) return undefined;
+  if (!isRecord(response) || response.estimated === true) return undefined;
   const { count, tokens } = response;
   if (typeof count === "number" && Number.isInteger(count) && count >= 0) return count;
   return Array.isArray(tokens) ? tokens.length : undefined;

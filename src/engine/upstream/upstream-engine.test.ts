@@ -40,6 +40,8 @@ interface Upstream {
   frozen: boolean;
   /** GET /health: 200 when true, 503 while false (a model still loading). */
   ready: boolean;
+  /** POST /tokenize calls answered (`vllm` and `hearth` upstreams). */
+  tokenizeCalls: number;
   server: Server;
 }
 
@@ -140,6 +142,7 @@ async function startUpstream(mode: Mode, { vllm = false, hearth = false } = {}):
     closed: [],
     frozen: false,
     ready: true,
+    tokenizeCalls: 0,
   } as unknown as Upstream;
   upstream.server = createServer((req, res) => {
     if (upstream.frozen) return;
@@ -158,7 +161,8 @@ async function startUpstream(mode: Mode, { vllm = false, hearth = false } = {}):
       res.end(JSON.stringify({ status: upstream.ready ? "ok" : "starting" }));
       return;
     }
-    if (vllm && req.method === "POST" && req.url === "/tokenize") {
+    if ((vllm || hearth) && req.method === "POST" && req.url === "/tokenize") {
+      upstream.tokenizeCalls++;
       res.writeHead(200, { "content-type": "application/json" });
       res.end(
         JSON.stringify({ count: 42, max_model_len: 100, tokens: Array.from({ length: 42 }, (_, i) => i) }),
@@ -523,6 +527,17 @@ describe("UpstreamEngine", () => {
     expect(salts).toHaveLength(3);
     expect(new Set(salts).size).toBe(3);
     for (const salt of salts) expect(salt).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it("asks no tokenize route when an estimate will do (no TPM pre-charge); the tokenize route counts exactly", async () => {
+    const worker = await startUpstream("good", { hearth: true });
+    const engine = await engineFor([worker.url], { kind: "auto" });
+    const estimated = await engine.prepare({ ...request("org-a"), exactPromptCount: false });
+    expect(estimated.promptTokens).toBe(estimatePromptTokens(request("org-a").messages));
+    expect(worker.tokenizeCalls).toBe(0);
+    await expect(engine.prepare(request("org-a"))).resolves.toMatchObject({ promptTokens: 42 });
+    await expect(engine.countPromptTokens(request("org-a"))).resolves.toEqual({ tokens: 42, exact: true });
+    expect(worker.tokenizeCalls).toBe(2);
   });
 
   it("estimates the prompt when the endpoint has no tokenize route", async () => {

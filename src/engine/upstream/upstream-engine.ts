@@ -11,6 +11,7 @@ import type {
   ModelInfo,
   ModelLoad,
   PreparedRequest,
+  PromptCount,
 } from "../types.js";
 import { type Endpoint, EndpointPool } from "./endpoint-pool.js";
 import { EndpointSlots } from "./endpoint-slots.js";
@@ -143,7 +144,9 @@ export class UpstreamEngine implements Engine {
     const model = this.model(request.model);
     if (request.n > 1) assertMultipleChoices(model.pool, request.n);
     const key = affinityKey(request.cacheScope, request.messages);
-    const counted = await this.countPrompt(model, request, key);
+    // Without a TPM pre-charge the count only bounds the budget: an estimate does, without a round trip.
+    const counted =
+      request.exactPromptCount === false ? estimateOf(request) : await this.countPrompt(model, request, key);
     const contextSize = model.pool.contextSize;
     const asked = request.sampling.maxTokens;
     // Only an exact count may refuse a request: an estimate errs on the large side, and the endpoint refuses
@@ -158,6 +161,11 @@ export class UpstreamEngine implements Engine {
       asked ??
       (contextSize === undefined ? DEFAULT_UPSTREAM_MAX_TOKENS : Math.max(1, contextSize - counted.tokens));
     return new UpstreamPreparedRequest(request, counted.tokens, maxTokensPerChoice, key, counted.exact);
+  }
+
+  async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
+    const model = this.model(request.model);
+    return this.countPrompt(model, request, affinityKey(request.cacheScope, request.messages));
   }
 
   async enqueue(prepared: PreparedRequest): Promise<Generation> {
@@ -235,8 +243,8 @@ export class UpstreamEngine implements Engine {
     model: UpstreamModel,
     request: GenerationRequest,
     key: string,
-  ): Promise<{ tokens: number; exact: boolean }> {
-    const estimate = { tokens: estimatePromptTokens(request.messages, request.output), exact: false };
+  ): Promise<PromptCount> {
+    const estimate = estimateOf(request);
     const { pool } = model;
     const i = chooseEndpoint(pool.endpoints, key);
     const endpoint: Endpoint | undefined = i === undefined ? pool.healthy()[0] : pool.endpoints[i];
@@ -269,4 +277,8 @@ export class UpstreamEngine implements Engine {
     }
     return call === undefined ? estimate : { tokens: call, exact: true };
   }
+}
+
+function estimateOf(request: GenerationRequest): PromptCount {
+  return { tokens: estimatePromptTokens(request.messages, request.output), exact: false };
 }
