@@ -71,6 +71,19 @@ export class RequestAbortedError extends Error {
 }
 
 /** n is more than the model can generate at once: its parallel sequences, or what its upstream engine supports. */
+/**
+ * The request offers tools, and the engine serving its model cannot make tool calls (a llama-server whose chat
+ * template has no tool support answers such a request in plain text, ignoring the tools and `tool_choice`).
+ */
+export class ToolsUnsupportedError extends Error {
+  override name = "ToolsUnsupportedError";
+  constructor(readonly model: string) {
+    super(
+      `Model ${model} cannot call tools: the chat template of the engine serving it has no tool support. Send the request without 'tools' (or with tool_choice 'none'), or serve the model with a chat template that supports tool calls.`,
+    );
+  }
+}
+
 export class TooManyChoicesError extends Error {
   override name = "TooManyChoicesError";
   constructor(

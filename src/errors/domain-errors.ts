@@ -12,6 +12,7 @@ import {
   QueueFullError,
   QueueTimeoutError,
   RequestAbortedError,
+  ToolsUnsupportedError,
   TooManyChoicesError,
   UnknownModelError,
 } from "../engine/errors.js";
@@ -81,6 +82,7 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
         );
   }
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
+  if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;
   // an endpoint that failed is retried before the 200, so what reaches here failed mid-stream or at shutdown.
   if (err instanceof UpstreamError && err.clientError) return new InvalidRequestError(err.message);

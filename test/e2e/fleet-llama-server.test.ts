@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type OpenAI from "openai";
+import { APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultModelPath, type LlamaServer, startLlamaServer } from "../support/llama-server.js";
 import {
@@ -151,5 +152,42 @@ describe("a Hearth gateway in front of llama-server", () => {
     }
     expect(after.requests).toBe(before.requests + 1);
     expect(after.completion_tokens - before.completion_tokens).toBe(completion.usage?.completion_tokens);
+  });
+
+  it("refuses tools with a 400 naming why, not a plain-text answer: this llama-server's template cannot call tools", async () => {
+    // llama-server itself answers such a request in plain text, tools and tool_choice ignored (its /props says
+    // supports_tool_calls: false for SmolLM2's template): a client asking for a call would silently get none.
+    const props = (await (await fetch(`${upstream.url}/props`)).json()) as {
+      chat_template_caps: { supports_tool_calls: boolean };
+    };
+    expect(props.chat_template_caps.supports_tool_calls).toBe(false);
+    const tools: OpenAI.ChatCompletionTool[] = [
+      {
+        type: "function",
+        function: {
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+        },
+      },
+    ];
+    const ask = [{ role: "user" as const, content: "What is the weather in Paris?" }];
+    for (const tool_choice of ["required", "auto"] as const) {
+      const refused = await client.chat.completions
+        .create({ model: MODEL, messages: ask, tools, tool_choice, max_tokens: 8 })
+        .catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(APIError);
+      expect((refused as APIError).status).toBe(400);
+      expect((refused as APIError).param).toBe("tools");
+      expect((refused as APIError).message).toContain("cannot call tools");
+    }
+    // tool_choice "none" asks for no call: served.
+    const none = await client.chat.completions.create({
+      model: MODEL,
+      messages: ask,
+      tools,
+      tool_choice: "none",
+      max_tokens: 4,
+    });
+    expect(none.choices[0]?.message.tool_calls ?? []).toEqual([]);
   });
 });

@@ -4,6 +4,7 @@ import type { Logger } from "../../observability/logger.js";
 import type { EndpointHealth } from "../types.js";
 import type { RoutableEndpoint } from "./routing.js";
 import { serverRoot } from "./tokenize.js";
+import { isRecord } from "./upstream-error.js";
 import { readModelsResponse, UpstreamError, type UpstreamKind, UpstreamProtocolError } from "./wire.js";
 
 /** Kinds whose `GET /health` (at the server root) is 200 only once the model can serve. */
@@ -32,6 +33,11 @@ export class Endpoint implements RoutableEndpoint {
   /** What the probes learned (`/models`). */
   contextSize: number | undefined;
   kind: UpstreamKind | undefined;
+  /**
+   * Whether the engine's chat template can make tool calls (llama-server's `/props`); undefined when the engine
+   * does not say. Read again after an ejection: a restarted server may run another template.
+   */
+  toolCalls: boolean | undefined;
   /** Counters for the metrics. */
   requests = 0;
   retries = 0;
@@ -216,6 +222,7 @@ export class EndpointPool {
     endpoint.lastError = reason;
     if (!endpoint.healthy) return;
     endpoint.healthy = false;
+    endpoint.toolCalls = undefined;
     endpoint.ejections++;
     endpoint.backoffMs =
       endpoint.backoffMs === 0 ? BASE_BACKOFF_MS : Math.min(endpoint.backoffMs * 2, MAX_BACKOFF_MS);
@@ -240,6 +247,33 @@ export class EndpointPool {
 
   async probeAll(): Promise<void> {
     await Promise.all(this.endpoints.map((e) => this.probe(e)));
+  }
+
+  /** `true` when every endpoint that says whether its template can call tools says it cannot (and one says so). */
+  cannotCallTools(): boolean {
+    const known = this.endpoints.filter((e) => e.toolCalls !== undefined);
+    return known.length > 0 && known.every((e) => e.toolCalls === false);
+  }
+
+  /** llama-server's `GET /props` → `chat_template_caps.supports_tool_calls`; undefined when it does not say. */
+  private async readToolCalls(endpoint: Endpoint, timeoutMs: number): Promise<boolean | undefined> {
+    try {
+      const response = await this.fetch(`${serverRoot(endpoint.url)}/props`, {
+        headers: endpoint.headers({ accept: "application/json" }),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      if (!response.ok) {
+        await response.arrayBuffer();
+        return undefined;
+      }
+      const props: unknown = await response.json();
+      const caps = isRecord(props) ? props.chat_template_caps : undefined;
+      return isRecord(caps) && typeof caps.supports_tool_calls === "boolean"
+        ? caps.supports_tool_calls
+        : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** `GET {url}/models`: passing re-admits an ejected endpoint once its backoff has passed; failing ejects it. */
@@ -268,6 +302,9 @@ export class EndpointPool {
         });
         await ready.arrayBuffer();
         if (!ready.ok) throw new Error(`not ready (health ${ready.status})`);
+      }
+      if (kind === "llama-server" && endpoint.toolCalls === undefined) {
+        endpoint.toolCalls = await this.readToolCalls(endpoint, timeoutMs);
       }
       if (this.stopped) return;
       if (!endpoint.healthy && Date.now() >= endpoint.ejectedUntil) {

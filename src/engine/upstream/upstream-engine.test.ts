@@ -11,9 +11,10 @@ import {
   QueueFullError,
   QueueTimeoutError,
   RequestAbortedError,
+  ToolsUnsupportedError,
   TooManyChoicesError,
 } from "../errors.js";
-import type { GenerationEvent, GenerationRequest } from "../types.js";
+import type { GenerationEvent, GenerationRequest, OutputRequest } from "../types.js";
 import { affinityKey, chooseEndpoint } from "./routing.js";
 import { estimatePromptTokens } from "./tokenize.js";
 import { UpstreamEngine } from "./upstream-engine.js";
@@ -133,7 +134,11 @@ async function completion(upstream: Upstream, req: IncomingMessage, res: ServerR
  * `vllm`: the model list says vLLM with a 100-token context, and `POST /tokenize` counts 42 tokens. `hearth`: the
  * model list says Hearth (whose /health is 503 while its models load).
  */
-async function startUpstream(mode: Mode, { vllm = false, hearth = false } = {}): Promise<Upstream> {
+async function startUpstream(
+  mode: Mode,
+  { vllm = false, hearth = false, llamaToolCalls = undefined as boolean | undefined } = {},
+): Promise<Upstream> {
+  const llama = llamaToolCalls !== undefined;
   const upstream = {
     mode,
     completions: 0,
@@ -152,13 +157,20 @@ async function startUpstream(mode: Mode, { vllm = false, hearth = false } = {}):
         ? { owned_by: "vllm", max_model_len: 100 }
         : hearth
           ? { owned_by: "hearth", context_length: 2048 }
-          : { owned_by: "test" };
+          : llama
+            ? { owned_by: "llamacpp", meta: { n_ctx_train: 8192, n_ctx: 2048 } }
+            : { owned_by: "test" };
       res.end(JSON.stringify({ object: "list", data: [{ id: "smol", object: "model", ...entry }] }));
       return;
     }
     if (req.method === "GET" && req.url === "/health") {
       res.writeHead(upstream.ready ? 200 : 503, { "content-type": "application/json" });
       res.end(JSON.stringify({ status: upstream.ready ? "ok" : "starting" }));
+      return;
+    }
+    if (llama && req.method === "GET" && req.url === "/props") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ chat_template_caps: { supports_tool_calls: llamaToolCalls } }));
       return;
     }
     if ((vllm || hearth) && req.method === "POST" && req.url === "/tokenize") {
@@ -538,6 +550,29 @@ describe("UpstreamEngine", () => {
     await expect(engine.prepare(request("org-a"))).resolves.toMatchObject({ promptTokens: 42 });
     await expect(engine.countPromptTokens(request("org-a"))).resolves.toEqual({ tokens: 42, exact: true });
     expect(worker.tokenizeCalls).toBe(2);
+  });
+
+  it("refuses tools (unless tool_choice is none) when llama-server says its template cannot call them", async () => {
+    const output: OutputRequest = {
+      format: { type: "text" },
+      tools: [{ name: "f", parameters: { type: "object" }, compiledParameters: {} as never }],
+      toolChoice: "required",
+      parallelToolCalls: true,
+    };
+    const plain = await startUpstream("good", { llamaToolCalls: false });
+    const engine = await engineFor([plain.url], { kind: "auto" });
+    const withTools = { ...request("org-a"), output, exactPromptCount: false };
+    await expect(engine.prepare(withTools)).rejects.toBeInstanceOf(ToolsUnsupportedError);
+    await expect(
+      engine.prepare({ ...withTools, output: { ...output, toolChoice: "auto" } }),
+    ).rejects.toBeInstanceOf(ToolsUnsupportedError);
+    await expect(
+      engine.prepare({ ...withTools, output: { ...output, toolChoice: "none" } }),
+    ).resolves.toBeDefined();
+    await expect(engine.prepare({ ...request("org-a"), exactPromptCount: false })).resolves.toBeDefined();
+    const capable = await startUpstream("good", { llamaToolCalls: true });
+    const toolEngine = await engineFor([capable.url], { kind: "auto" });
+    await expect(toolEngine.prepare(withTools)).resolves.toBeDefined();
   });
 
   it("estimates the prompt when the endpoint has no tokenize route", async () => {

@@ -1,7 +1,13 @@
 // The Engine port on upstream OpenAI-compatible endpoints (vLLM, SGLang, llama-server, other Hearth nodes).
 import type { UpstreamModelConfig } from "../../config/schema.js";
 import type { Logger } from "../../observability/logger.js";
-import { ContextOverflowError, QueueFullError, TooManyChoicesError, UnknownModelError } from "../errors.js";
+import {
+  ContextOverflowError,
+  QueueFullError,
+  ToolsUnsupportedError,
+  TooManyChoicesError,
+  UnknownModelError,
+} from "../errors.js";
 import type {
   EndpointHealth,
   Engine,
@@ -143,6 +149,10 @@ export class UpstreamEngine implements Engine {
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     const model = this.model(request.model);
     if (request.n > 1) assertMultipleChoices(model.pool, request.n);
+    const { output } = request;
+    if (output?.tools !== undefined && output.tools.length > 0 && output.toolChoice !== "none") {
+      if (model.pool.cannotCallTools()) throw new ToolsUnsupportedError(request.model);
+    }
     const key = affinityKey(request.cacheScope, request.messages);
     // Without a TPM pre-charge the count only bounds the budget: an estimate does, without a round trip.
     const counted =
