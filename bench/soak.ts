@@ -330,8 +330,11 @@ export async function benchSoak(options: SoakOptions = {}): Promise<string> {
       }
       const ok = usage.requests === admitted.length && usage.errors === 0;
       usageOk &&= ok;
+      const sent = outcomes.filter((o) => o.org === name);
+      const statuses = [...new Set(sent.map((o) => o.status))].sort((a, b) => a - b);
+      const answers = statuses.map((s) => `${s}: ${sent.filter((o) => o.status === s).length}`).join(", ");
       usageRows.push(
-        `| ${name} | ${admitted.length} | ${clientAborted} | ${usage.requests} | ${usage.aborted} | ${usage.errors} | ${mark(ok)} |`,
+        `| ${name} | ${answers} | ${admitted.length} | ${clientAborted} | ${usage.requests} | ${usage.aborted} | ${usage.errors} | ${mark(ok)} |`,
       );
     }
 
@@ -391,8 +394,8 @@ export async function benchSoak(options: SoakOptions = {}): Promise<string> {
       `| usage records equal the responses | see the table below | ${mark(usageOk)} |`,
       `| \`/metrics\` busy sequences back to 0 at the end | busy ${end.busy}, queued ${end.queued} | ${mark(end.busy === 0 && end.queued === 0)} |`,
       "",
-      "| org | client 200s | of them aborted | usage requests | usage aborted | usage errors | equal |",
-      "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+      "| org | answers by status | client 200s | of them aborted | usage requests | usage aborted | usage errors | equal |",
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
       ...usageRows,
       "",
       "A stream the client aborts may still be recorded `completed` when its generation ended before the server saw the " +

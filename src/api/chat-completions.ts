@@ -1,9 +1,8 @@
 // POST /v1/chat/completions: parse → completions service → SSE chunks or one JSON body.
 import { performance } from "node:perf_hooks";
-import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import type { AppEnv } from "../app/env.js";
-import { clientLeftSignal, readBodyText } from "../app/node-request.js";
+import { clientLeftSignal, nodeBindings, readBodyText } from "../app/node-request.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionsService } from "../completions/completions-service.js";
 import type { RequestLimits } from "../config/schema.js";
@@ -21,8 +20,9 @@ export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
   /**
-   * Largest n, the body's size and the bounds of a request, what its schemas may cost, how often a silent stream sends a
-   * keep-alive comment, and how long a stream may wait for a client that reads nothing before it is destroyed.
+   * Largest n, the body's size and the other bounds of a request, what its schemas may cost, how often a silent
+   * stream sends a keep-alive comment, and how long a stream may wait for a client that reads nothing before it is
+   * destroyed.
    */
   limits: {
     maxN: number;
@@ -37,7 +37,7 @@ export interface ChatCompletionsDeps {
 export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
   const startedAt = performance.now();
   const requestId = c.get("requestId");
-  // The connection closing (Hono's request signal) or the stream's reader cancelling both mean the client left.
+  // The connection closing before the response is done, or the stream's reader cancelling, means the client left.
   const left = new AbortController();
   const signal = AbortSignal.any([clientLeftSignal(c), left.signal]);
   // The service counts the request (RPM) before the body is read and validated: see CompletionsService.start.
@@ -96,25 +96,15 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
           { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
           "client stopped reading the stream: connection destroyed, generation stopped",
         );
-        const outgoing = nodeResponse(c);
+        const outgoing = nodeBindings(c)?.outgoing;
         outgoing?.destroy();
         return outgoing !== undefined;
       },
     },
   );
-  const httpVersion = nodeRequest(c)?.httpVersion;
+  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
   return new Response(stream, {
     status: 200,
     headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
   });
-}
-
-/** The Node request under this request; in-memory requests (`app.request()` in tests) have none. */
-function nodeRequest(c: Context<AppEnv>): HttpBindings["incoming"] | undefined {
-  return (c.env as Partial<HttpBindings> | undefined)?.incoming;
-}
-
-/** The Node response under this request; in-memory requests (`app.request()` in tests) have none. */
-function nodeResponse(c: Context<AppEnv>): HttpBindings["outgoing"] | undefined {
-  return (c.env as Partial<HttpBindings> | undefined)?.outgoing;
 }

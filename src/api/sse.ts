@@ -14,7 +14,7 @@ export interface SseWriter {
 
 const encoder = new TextEncoder();
 
-export const SSE_HEADERS = {
+const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-cache",
   connection: "keep-alive",

@@ -9,8 +9,10 @@ import type { Context, MiddlewareHandler } from "hono";
 import { PayloadTooLargeError } from "../errors/api-error.js";
 import type { AppEnv } from "./env.js";
 
-function bindings(c: Context<AppEnv>): Partial<HttpBindings> | undefined {
-  return c.env as Partial<HttpBindings> | undefined;
+/** Node's request and response under this context; in-memory requests (`app.request()` in tests) have none. */
+export function nodeBindings(c: Context<AppEnv>): HttpBindings | undefined {
+  const env = c.env as Partial<HttpBindings> | undefined;
+  return env?.incoming === undefined || env.outgoing === undefined ? undefined : (env as HttpBindings);
 }
 
 /**
@@ -19,7 +21,7 @@ function bindings(c: Context<AppEnv>): Partial<HttpBindings> | undefined {
  */
 export function declaredBodyLimit(maxBytes: number): MiddlewareHandler<AppEnv> {
   return async function declaredBodyLimit(c, next) {
-    const incoming = bindings(c)?.incoming;
+    const incoming = nodeBindings(c)?.incoming;
     const declared =
       incoming === undefined ? c.req.header("content-length") : incoming.headers["content-length"];
     if (declared !== undefined && Number.parseInt(declared, 10) > maxBytes)
@@ -33,7 +35,7 @@ export function declaredBodyLimit(maxBytes: number): MiddlewareHandler<AppEnv> {
  * request is left paused, not destroyed: its connection closes after the 413, lingering (app/http-server.ts).
  */
 export async function readBodyText(c: Context<AppEnv>, maxBytes: number): Promise<string> {
-  const incoming = bindings(c)?.incoming;
+  const incoming = nodeBindings(c)?.incoming;
   return incoming === undefined ? readWebBody(c.req.raw.body, maxBytes) : readNodeBody(incoming, maxBytes);
 }
 
@@ -97,8 +99,8 @@ async function readWebBody(body: ReadableStream<Uint8Array> | null, maxBytes: nu
  * Not materialising Hono's request, so its own signal is not used.
  */
 export function clientLeftSignal(c: Context<AppEnv>): AbortSignal {
-  const node = bindings(c);
-  if (node?.incoming === undefined || node.outgoing === undefined) return c.req.raw.signal;
+  const node = nodeBindings(c);
+  if (node === undefined) return c.req.raw.signal;
   const { incoming, outgoing } = node;
   const controller = new AbortController();
   const onClose = () => {
