@@ -1,6 +1,7 @@
 // Response wire shapes of the OpenAI surface (completion, chunk, usage, model list) and their small pure builders.
-import { randomBytes } from "node:crypto";
+
 import type { FinishReason, UsageCounts } from "../engine/types.js";
+import { idBytes } from "../store/ids.js";
 
 export type WireFinishReason = FinishReason;
 
@@ -113,7 +114,7 @@ const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 function randomId(prefix: string, length: number): string {
   let id = prefix;
   while (id.length < prefix.length + length) {
-    for (const byte of randomBytes(length)) {
+    for (const byte of idBytes(length)) {
       // 248 = 4 × 62: bytes above it are skipped so every character is equally likely.
       if (byte < 248 && id.length < prefix.length + length) id += BASE62[byte % 62];
     }

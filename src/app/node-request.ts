@@ -95,18 +95,21 @@ async function readWebBody(body: ReadableStream<Uint8Array> | null, maxBytes: nu
 }
 
 /**
- * Aborts when the client leaves before its response is finished: its connection closed, or its request broke off.
- * Not materialising Hono's request, so its own signal is not used.
+ * Aborts `controller` (default: a new one) when the client leaves before its response is finished: its connection
+ * closed, or its request broke off; returns its signal. Hono's request is not materialised for its own signal.
  */
-export function clientLeftSignal(c: Context<AppEnv>): AbortSignal {
+export function clientLeftSignal(c: Context<AppEnv>, controller = new AbortController()): AbortSignal {
   const node = nodeBindings(c);
-  if (node === undefined) return c.req.raw.signal;
+  if (node === undefined) {
+    const signal = c.req.raw.signal;
+    if (signal.aborted) controller.abort(signal.reason);
+    else signal.addEventListener("abort", () => controller.abort(signal.reason), { once: true });
+    return controller.signal;
+  }
   const { incoming, outgoing } = node;
-  const controller = new AbortController();
-  const onClose = () => {
+  outgoing.once("close", () => {
     if (!outgoing.writableFinished) controller.abort(leftReason(incoming));
-  };
-  outgoing.once("close", onClose);
+  });
   return controller.signal;
 }
 

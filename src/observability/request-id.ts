@@ -1,11 +1,12 @@
 // Gives every request an id (x-request-id on every response) and logs one line per request.
-import { randomBytes } from "node:crypto";
+
 import type { Context, MiddlewareHandler } from "hono";
 import type { AppEnv } from "../app/env.js";
+import { idBytes } from "../store/ids.js";
 import type { Logger } from "./logger.js";
 
 export function newRequestId(): string {
-  return `req_${randomBytes(12).toString("hex")}`;
+  return `req_${idBytes(12).toString("hex")}`;
 }
 
 // A path segment this long and opaque is a capability (an invitation link's token), not a name or an id (ids such
@@ -35,15 +36,21 @@ export function requestId(
     const started = performance.now();
     await next();
     if (!c.res.headers.has("x-request-id")) c.header("x-request-id", id);
-    const line = {
-      requestId: id,
-      ...(clientAddress === undefined ? {} : { client: clientAddress(c) }),
-      method: c.req.method,
-      path: loggedPath(c.req.path),
-      status: c.res.status,
-      ms: Math.round(performance.now() - started),
-    };
-    // Written once the response is on its way: the log's write is not part of any request's latency.
-    setImmediate(() => logger.info(line, "request"));
+    const { status } = c.res;
+    const ms = Math.round(performance.now() - started);
+    // Written once the response is on its way: the log line's work is not part of any request's latency.
+    setImmediate(() =>
+      logger.info(
+        {
+          requestId: id,
+          ...(clientAddress === undefined ? {} : { client: clientAddress(c) }),
+          method: c.req.method,
+          path: loggedPath(c.req.path),
+          status,
+          ms,
+        },
+        "request",
+      ),
+    );
   };
 }
