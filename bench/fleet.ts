@@ -151,42 +151,54 @@ async function timed(url: string, apiKey: string, model: string, stream: boolean
  * the gateway's own cost. The target is read on the embedded store, the default.
  */
 async function addedLatency(fleet: Fleet, model: string, count: number): Promise<string[]> {
-  const worker = fleet.workers[0] as ServerProcess;
   const f = (values: number[], p: number) => percentile(values, p).toFixed(1);
   const gateways: [string, ServerProcess][] = [["embedded store", fleet.gateway]];
   if (fleet.gatewayOnPostgres !== undefined) gateways.push(["PostgreSQL", fleet.gatewayOnPostgres]);
+  // Each gateway's requests go to one worker (affinity: its organization and the conversation). It is compared
+  // with that worker called directly: a worker the direct calls keep busy and one idle but for the gateway are
+  // not the same machine state (llama.cpp's threads sleep when idle), which is not the gateway's cost.
+  const routedTo: number[] = [];
+  for (const [, gateway] of gateways) routedTo.push(await routedWorker(fleet, gateway));
   const rows: string[] = [];
   const added50: number[] = [];
   for (const stream of [true, false]) {
-    const direct: number[] = [];
+    const direct = fleet.workers.map((): number[] => []);
     const proxied: number[] = [];
     const via = gateways.map((): number[] => []);
     for (let i = 0; i < count; i++) {
-      direct.push(await timed(worker.url, worker.apiKey, model, stream));
-      proxied.push(await timed(fleet.proxyUrl, worker.apiKey, model, stream));
+      for (const [w, worker] of fleet.workers.entries()) {
+        direct[w]?.push(await timed(worker.url, worker.apiKey, model, stream));
+      }
+      proxied.push(await timed(fleet.proxyUrl, (fleet.workers[0] as ServerProcess).apiKey, model, stream));
       for (const [g, [, gateway]] of gateways.entries()) {
         via[g]?.push(await timed(gateway.url, gateway.apiKey, FLEET_MODEL, stream));
       }
     }
     const kind = stream ? "streamed" : "non-streamed";
-    const hop = (p: number) => percentile(proxied, p) - percentile(direct, p);
-    rows.push(
-      `| ${kind} | (a pass-through proxy, no logic) | ${f(direct, 50)} / ${f(direct, 99)} | ${f(proxied, 50)} / ${f(proxied, 99)} | ${hop(50).toFixed(1)} / ${hop(99).toFixed(1)} |`,
-    );
-    for (const [g, [store]] of gateways.entries()) {
-      const viaGateway = via[g] ?? [];
-      const added = (p: number) => percentile(viaGateway, p) - percentile(direct, p);
-      if (g === 0) added50.push(added(50));
+    const row = (what: string, base: number[], through: number[]) => {
+      const added = (p: number) => percentile(through, p) - percentile(base, p);
       rows.push(
-        `| ${kind} | ${store} | ${f(direct, 50)} / ${f(direct, 99)} | ${f(viaGateway, 50)} / ${f(viaGateway, 99)} | ${added(50).toFixed(1)} / ${added(99).toFixed(1)} |`,
+        `| ${kind} | ${what} | ${f(base, 50)} / ${f(base, 99)} | ${f(through, 50)} / ${f(through, 99)} | ${added(50).toFixed(1)} / ${added(99).toFixed(1)} |`,
       );
+      return added(50);
+    };
+    row("a pass-through proxy (no logic), worker 1", direct[0] ?? [], proxied);
+    for (const [g, [store]] of gateways.entries()) {
+      const worker = routedTo[g] ?? 0;
+      const added = row(
+        `gateway on ${store}, routed to worker ${worker + 1}`,
+        direct[worker] ?? [],
+        via[g] ?? [],
+      );
+      if (g === 0) added50.push(added);
     }
   }
   return [
-    `Added latency: ${count} one-token requests each way and kind, alternating direct and each gateway, ` +
-      "sequential; ms from send to the whole response (streamed: to [DONE]).",
+    `Added latency: ${count} one-token requests each way and kind, alternating each worker directly, the ` +
+      "pass-through proxy and each gateway, sequential; ms from send to the whole response (streamed: to [DONE]). " +
+      "Each is compared with the worker it reaches, called directly.",
     "",
-    "| requests | gateway's store | worker directly p50 / p99 | through the gateway p50 / p99 | added p50 / p99 |",
+    "| requests | through | worker directly p50 / p99 | through it p50 / p99 | added p50 / p99 |",
     "| --- | --- | ---: | ---: | ---: |",
     ...rows,
     "",
@@ -194,6 +206,24 @@ async function addedLatency(fleet: Fleet, model: string, count: number): Promise
       `non-streamed ${(added50[1] ?? 0) < 2 ? "PASS" : "MISS"}. The pass-through proxy (bench/pass-through-proxy.ts: ` +
       "node:http in, undici out, nothing else) is the floor of any gateway process on this machine: the hop alone.",
   ];
+}
+
+/** The worker a gateway sends the latency requests to: whose served-requests counter its warm-up requests raise. */
+async function routedWorker(fleet: Fleet, gateway: ServerProcess): Promise<number> {
+  const before = await Promise.all(fleet.workers.map(requestsServed));
+  for (let i = 0; i < 5; i++) await timed(gateway.url, gateway.apiKey, FLEET_MODEL, true);
+  const after = await Promise.all(fleet.workers.map(requestsServed));
+  const gained = after.map((n, w) => n - (before[w] ?? 0));
+  return gained.indexOf(Math.max(...gained));
+}
+
+/** A worker's chat completions so far (`hearth_requests_total`, every status). */
+async function requestsServed(worker: ServerProcess): Promise<number> {
+  const text = await (await fetch(`${worker.url}/metrics`)).text();
+  return text
+    .split("\n")
+    .filter((line) => line.startsWith("hearth_requests_total"))
+    .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0);
 }
 
 /** Closed-loop streaming clients: two workers driven directly (half the clients each) vs the gateway (all). */
