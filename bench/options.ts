@@ -4,6 +4,7 @@ export type Phase =
   | "http"
   | "engine"
   | "decode"
+  | "anchor"
   | "keys"
   | "grammar"
   | "schema"
@@ -41,6 +42,7 @@ const PHASES: readonly Phase[] = [
   "http",
   "engine",
   "decode",
+  "anchor",
   "keys",
   "grammar",
   "schema",

@@ -7,6 +7,7 @@ import type { RunnerStats } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
 import { ensureModelFile } from "../src/models/fetch.js";
+import { benchAnchor } from "./anchor.js";
 import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
 import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
 import { engineTarget } from "./engine-target.js";
@@ -241,6 +242,15 @@ async function main(): Promise<void> {
   };
   // Microbenchmarks of other features, each loading what it needs after the model phases are done.
   let extra = "";
+  if (options.phases.includes("anchor")) {
+    log("anchor: llama-server and Hearth, interleaved");
+    const anchor = await benchAnchor({
+      seconds: options.seconds,
+      repeats: Math.max(2, options.repeats),
+      model: modelId,
+    });
+    extra += `\n## Anchor: llama.cpp's llama-server and Hearth on the same model\n\n${anchor}\n`;
+  }
   if (options.phases.includes("keys")) {
     log("key verification cost");
     extra += `\n## API key verification\n\n${await benchKeyVerify()}\n`;

@@ -13,7 +13,7 @@ import type { Logger } from "../observability/logger.js";
 import { completionBody } from "./chat-completion-body.js";
 import { streamCompletion } from "./chat-completion-stream.js";
 import { parseChatRequest } from "./chat-request.js";
-import { ALREADY_SENT_HEADER, type SseWriter, sseResponse, writeSse } from "./sse.js";
+import { sseHeaders, sseStream } from "./sse.js";
 import { type CompletionMeta, completionId } from "./wire.js";
 
 export interface ChatCompletionsDeps {
@@ -75,42 +75,36 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
     return c.json(body, 200, headers);
   }
   const toolChoice = parsed.output?.toolChoice;
-  const produce = (writer: SseWriter) =>
-    streamCompletion(writer, generation.events, meta, {
-      n: parsed.n,
-      includeUsage: parsed.includeUsage,
-      callsOnly: toolChoice === "required" || typeof toolChoice === "object",
-      keepAliveMs: deps.limits.keepAliveMs,
-      onInvalid,
-      onError: (err) => {
-        deps.logger.error({ err, requestId }, "error during stream");
-        return mapDomainError(err).toBody();
+  const stream = sseStream(
+    (writer) =>
+      streamCompletion(writer, generation.events, meta, {
+        n: parsed.n,
+        includeUsage: parsed.includeUsage,
+        callsOnly: toolChoice === "required" || typeof toolChoice === "object",
+        keepAliveMs: deps.limits.keepAliveMs,
+        onInvalid,
+        onError: (err) => {
+          deps.logger.error({ err, requestId }, "error during stream");
+          return mapDomainError(err).toBody();
+        },
+      }),
+    {
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      onClientGone: () => left.abort(),
+      onStalled: () => {
+        deps.logger.warn(
+          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
+          "client stopped reading the stream: connection destroyed, generation stopped",
+        );
+        const outgoing = nodeBindings(c)?.outgoing;
+        outgoing?.destroy();
+        return outgoing !== undefined;
       },
-    });
-  const drainTimeoutMs = deps.limits.sseDrainTimeoutMs;
-  const onClientGone = () => left.abort();
-  const logStall = () =>
-    deps.logger.warn(
-      { requestId, drainTimeoutMs },
-      "client stopped reading the stream: connection destroyed, generation stopped",
-    );
-  const streamHeaders = { ...headers, "x-request-id": requestId };
-  const node = nodeBindings(c);
-  if (node !== undefined) {
-    void writeSse(node.outgoing, streamHeaders, produce, {
-      drainTimeoutMs,
-      onClientGone,
-      onStalled: logStall,
-    });
-    // What the middleware sees: the same status and headers, and nothing left for the adapter to write.
-    return new Response(null, { status: 200, headers: { ...streamHeaders, [ALREADY_SENT_HEADER]: "true" } });
-  }
-  return sseResponse(produce, streamHeaders, {
-    drainTimeoutMs,
-    onClientGone,
-    onStalled: () => {
-      logStall();
-      return false;
     },
+  );
+  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
+  return new Response(stream, {
+    status: 200,
+    headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
   });
 }

@@ -1,7 +1,5 @@
-// The Server-Sent Events writer: data lines, comments, the [DONE] terminator, backpressure from the reader, and
-// disconnect and stall detection. Written straight to Node's response when there is one (`writeSse`), else as a
-// web stream for an in-memory response (`sseStream`, `app.request()` in tests): the same frames and rules.
-import type { ServerResponse } from "node:http";
+// The one Server-Sent Events writer: data lines, comments, the [DONE] terminator, backpressure from the reader,
+// and disconnect and stall detection.
 import type { ErrorBody } from "../errors/api-error.js";
 
 export interface SseWriter {
@@ -23,32 +21,14 @@ const SSE_HEADERS = {
   "x-accel-buffering": "no",
 } as const;
 
-/** The frames of the stream, whichever way they are written. */
-function frames(write: (text: string) => Promise<void>, isOpen: () => boolean): SseWriter {
-  return {
-    get open() {
-      return isOpen();
-    },
-    data: (payload) => write(`data: ${JSON.stringify(payload)}\n\n`),
-    comment: (text) => write(`: ${text}\n\n`),
-    error: (body) => write(`data: ${JSON.stringify(body)}\n\n`),
-    done: () => write("data: [DONE]\n\n"),
-  };
-}
-
 /**
- * @hono/node-server's mark (its `RESPONSE_ALREADY_SENT`) on a response whose head and body a handler wrote to
- * Node's response itself: the adapter then writes nothing.
+ * The headers of a stream to a client speaking `httpVersion`. On HTTP/1.1 the stream says it is chunked (as Node
+ * sends it anyway): without the header @hono/node-server first tries to read the whole body to give it a length,
+ * and when the second event is not ready at once it waits a timer turn (≥ 1 ms) before sending the headers and
+ * the first event: every stream's first byte paid it, and a gateway's twice (its worker's stream, then its own).
  */
-export const ALREADY_SENT_HEADER = "x-hono-already-sent";
-
-/** An in-memory streamed response: status 200, the SSE headers and `headers`, the body from `sseStream`. */
-export function sseResponse(
-  produce: (writer: SseWriter) => Promise<void>,
-  headers: Record<string, string>,
-  options: SseStreamOptions,
-): Response {
-  return new Response(sseStream(produce, options), { status: 200, headers: { ...SSE_HEADERS, ...headers } });
+export function sseHeaders(httpVersion: string | undefined): Record<string, string> {
+  return httpVersion === "1.0" ? { ...SSE_HEADERS } : { ...SSE_HEADERS, "transfer-encoding": "chunked" };
 }
 
 /** Bytes the stream holds for a reader that is not taking them before writes wait (a few dozen chunks). */
@@ -123,7 +103,15 @@ export function sseStream(
     }
     if ((controller.desiredSize ?? 0) <= 0) await roomForMore();
   };
-  const writer = frames(write, () => open);
+  const writer: SseWriter = {
+    get open() {
+      return open;
+    },
+    data: (payload) => write(`data: ${JSON.stringify(payload)}\n\n`),
+    comment: (text) => write(`: ${text}\n\n`),
+    error: (body) => write(`data: ${JSON.stringify(body)}\n\n`),
+    done: () => write("data: [DONE]\n\n"),
+  };
   return new ReadableStream<Uint8Array>(
     {
       start(c) {
@@ -149,60 +137,4 @@ export function sseStream(
     },
     { highWaterMark: options.highWaterMark ?? SSE_HIGH_WATER_MARK, size: (chunk) => chunk.byteLength },
   );
-}
-
-/**
- * Sends the stream's head (status 200, SSE headers and `headers`) and runs `produce` against a writer on Node's
- * response, ending it when `produce` is done. Writes go to the socket as they come (Node coalesces those of one
- * turn of the event loop); once the socket holds more than its high-water mark, each write waits for it to drain,
- * so a client that stops reading stops generation. A response that does not drain within `drainTimeoutMs` is
- * destroyed, and a connection that closes first means the client left. Resolves when the response has ended.
- */
-export async function writeSse(
-  response: ServerResponse,
-  headers: Record<string, string>,
-  produce: (writer: SseWriter) => Promise<void>,
-  options: Pick<SseStreamOptions, "drainTimeoutMs" | "onClientGone"> & {
-    /** The response did not drain for `drainTimeoutMs` and was destroyed (for the log). */
-    onStalled: () => void;
-  },
-): Promise<void> {
-  let open = true;
-  const close = () => {
-    if (!open) return;
-    open = false;
-    options.onClientGone();
-  };
-  const onClose = () => {
-    if (!response.writableFinished) close();
-  };
-  response.once("close", onClose);
-  const drained = () =>
-    new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        response.off("drain", done);
-        response.off("close", done);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        done();
-        close();
-        options.onStalled();
-        response.destroy();
-      }, options.drainTimeoutMs);
-      response.once("drain", done);
-      response.once("close", done);
-    });
-  const write = async (text: string) => {
-    if (!open || response.destroyed) return;
-    if (!response.write(text)) await drained();
-  };
-  response.writeHead(200, { ...SSE_HEADERS, ...headers });
-  try {
-    await produce(frames(write, () => open && !response.destroyed));
-  } finally {
-    response.off("close", onClose);
-    if (!response.destroyed) response.end();
-  }
 }
