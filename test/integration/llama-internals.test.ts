@@ -23,6 +23,7 @@ import {
   grammarAccepts,
   LLAMA_INTERNALS,
   type LlamaInternal,
+  overrideDecodeThreads,
   setLogit,
 } from "../../src/engine/llama/llama-internals.js";
 import { ensureModelFile } from "../../src/models/fetch.js";
@@ -126,6 +127,39 @@ describe("node-llama-cpp private members used by the engine", () => {
     expect(grammarAccepts(llama, state, yes), checkMessage).toBe(true);
     // Without the check every token counts as accepted: this is what fails when a member goes.
     expect(grammarAccepts(llama, state, maybe), checkMessage).toBe(false);
+  });
+
+  it(`${LLAMA_INTERNALS.setThreads}: the threads of each decode can be chosen`, async () => {
+    const message = gone(
+      "setThreads",
+      "every decode uses the configured threads (a one-stream decode is slower)",
+    );
+    const own = await model.createContext({ sequences: 1, contextSize: 256, flashAttention: true });
+    try {
+      const requested: number[] = [];
+      const installed = overrideDecodeThreads(own, (threads) => {
+        requested.push(threads);
+        return 1;
+      });
+      expect(installed, message).toBe(true);
+      const [first, second] = model.tokenize("The capital of France is");
+      const sequence = own.getSequence();
+      await sequence.evaluateWithoutGeneratingNewTokens([first as Token]);
+      const withOne = await nextToken(sequence, second as Token);
+      // The library asked for its threads before the decodes, and they ran on the one chosen instead.
+      expect(requested.length, message).toBeGreaterThan(0);
+      // The same greedy token as the shared context's, on the threads the library chose there.
+      const reference = context.getSequence();
+      try {
+        await reference.evaluateWithoutGeneratingNewTokens([first as Token]);
+        expect(withOne).toBeDefined();
+        expect(withOne).toBe(await nextToken(reference, second as Token));
+      } finally {
+        reference.dispose();
+      }
+    } finally {
+      await own.dispose();
+    }
   });
 
   afterAll(() => {

@@ -1,6 +1,12 @@
 import type { BatchItem, Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { countingStrategy, createRunnerStats, priorityOf, sequenceOrderStrategy } from "./batching.js";
+import {
+  countingStrategy,
+  createRunnerStats,
+  decodeThreads,
+  priorityOf,
+  sequenceOrderStrategy,
+} from "./batching.js";
 
 /** A queued evaluation of `tokens` tokens on sequence `sequence`. */
 function item(sequence: number, tokens: number): BatchItem {
@@ -51,5 +57,30 @@ describe("countingStrategy", () => {
     expect(countingStrategy(createRunnerStats())({ items, size: 12 })).toEqual(
       sequenceOrderStrategy({ items, size: 12 }),
     );
+  });
+});
+
+describe("decodeThreads", () => {
+  it("leaves a core to the main thread for a one-token decode when the threads take every core", () => {
+    expect(decodeThreads(1, 2, 2)).toBe(1);
+    expect(decodeThreads(1, 8, 8)).toBe(7);
+  });
+
+  it("keeps every configured thread for larger batches, a single thread, or threads fewer than the cores", () => {
+    expect(decodeThreads(2, 2, 2)).toBe(2);
+    expect(decodeThreads(16, 2, 2)).toBe(2);
+    expect(decodeThreads(512, 8, 8)).toBe(8);
+    expect(decodeThreads(1, 1, 2)).toBe(1);
+    expect(decodeThreads(1, 1, 1)).toBe(1);
+    expect(decodeThreads(1, 3, 8)).toBe(3);
+  });
+
+  it("is told each batch's tokens by countingStrategy, before its decode", () => {
+    const told: number[] = [];
+    const strategy = countingStrategy(createRunnerStats(), (tokens) => told.push(tokens));
+    strategy({ items: [item(0, 1)], size: 512 });
+    strategy({ items: [item(0, 1), item(1, 1)], size: 512 });
+    strategy({ items: [item(0, 0)], size: 512 });
+    expect(told).toEqual([1, 2]);
   });
 });

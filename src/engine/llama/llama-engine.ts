@@ -15,8 +15,9 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../types.js";
-import { countingStrategy, createRunnerStats } from "./batching.js";
+import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.js";
 import { usableCores } from "./cpu.js";
+import { overrideDecodeThreads } from "./llama-internals.js";
 import { ModelRunner } from "./model-runner.js";
 import { LlamaPreparedRequest } from "./prepared-request.js";
 
@@ -72,14 +73,22 @@ export class LlamaEngine implements Engine {
       const threads = config.threads > 0 ? Math.min(config.threads, cores) : cores;
       // Counted through the batching strategy: the library asks it once per llama_decode it builds.
       const stats = createRunnerStats();
+      // Each decode's threads follow its size (decodeThreads): the strategy sees the batch just before the library
+      // sets the decode's threads.
+      let batchTokens = 0;
       const context = await model.createContext({
         sequences: config.parallel,
         contextSize: config.contextSize,
         batchSize: config.batchSize,
         threads,
         flashAttention: true,
-        batching: { itemPrioritizationStrategy: countingStrategy(stats) },
+        batching: {
+          itemPrioritizationStrategy: countingStrategy(stats, (tokens) => {
+            batchTokens = tokens;
+          }),
+        },
       });
+      overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
       const metadata = model.fileInfo.metadata.tokenizer;
       const template = metadata?.chat_template ?? FALLBACK_TEMPLATE;
       const rendererOptions: PromptRendererOptions = {

@@ -1,6 +1,7 @@
 // Every use of a node-llama-cpp private member, each with its fallback (test/integration/llama-internals.test.ts).
 import type {
   Llama,
+  LlamaContext,
   LlamaContextSequence,
   LlamaGrammarEvaluationState,
   Token,
@@ -20,6 +21,11 @@ export const LLAMA_INTERNALS = Object.freeze({
   grammarState: "LlamaGrammarEvaluationState._state",
   /** Whether the grammar accepts a token now. Fallback: every candidate is biased. */
   grammarCheck: "Llama._bindings.AddonSampler.canBeNextTokenForGrammarEvaluationState",
+  /**
+   * llama_set_n_threads, which the library calls before every decode with the threads it allocates: wrapped so a
+   * one-token decode takes a thread fewer. Fallback: every decode uses the configured threads.
+   */
+  setThreads: "LlamaContext._ctx.setThreads",
 } as const);
 
 export type LlamaInternal = keyof typeof LLAMA_INTERNALS;
@@ -50,6 +56,26 @@ export function findGrammarCheck(llama: Llama): GrammarCheck | undefined {
   const bindings = (llama as unknown as { _bindings?: { AddonSampler?: Record<string, unknown> } })._bindings;
   const check = bindings?.AddonSampler?.canBeNextTokenForGrammarEvaluationState;
   return typeof check === "function" ? (check as GrammarCheck) : undefined;
+}
+
+/**
+ * Routes the threads the library sets before each decode through `choose` (given the library's own count). False
+ * when the library no longer has the setter: its own count then stands.
+ */
+export function overrideDecodeThreads(context: LlamaContext, choose: (requested: number) => number): boolean {
+  const native = (context as unknown as { _ctx?: { setThreads?: unknown } })._ctx;
+  const setThreads = native?.setThreads;
+  if (native === undefined || typeof setThreads !== "function") return false;
+  try {
+    // The addon's methods are read-only on its prototype: an own property on the instance shadows it.
+    Object.defineProperty(native, "setThreads", {
+      value: (requested: number) => setThreads.call(native, choose(requested)),
+      configurable: true,
+    });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
