@@ -33,16 +33,10 @@ export class CompletionsService {
     read: () => R | Promise<R>,
     caller: CompletionCaller,
   ): Promise<Completion & { request: R }> {
-    // Counted before parsing, rendering, tokenizing or building a grammar: a key at its RPM gets its 429 for
-    // the price of one window update, however expensive the request it sent.
-    const charge = await this.deps.limiter.chargeRequest(caller.principal);
-    try {
+    return this.counted(caller, async (charge) => {
       const request = await read();
       return { ...(await this.admit(request, caller, charge)), request };
-    } catch (err) {
-      if (!clientsDoing(err)) await charge.refund();
-      throw err;
-    }
+    });
   }
 
   /**
@@ -54,14 +48,28 @@ export class CompletionsService {
     read: () => R | Promise<R>,
     caller: CompletionCaller,
   ): Promise<{ count: PromptCount; request: R }> {
-    const charge = await this.deps.limiter.chargeRequest(caller.principal);
-    try {
+    return this.counted(caller, async () => {
       const request = await read();
       await this.deps.access.assertCallable(caller.principal, request.model);
       const count = await this.deps.engine.countPromptTokens(
         toGenerationRequest(request, caller.principal.orgId, caller.signal),
       );
       return { count, request };
+    });
+  }
+
+  /**
+   * Counts the request (RPM) before any work on it, then runs `work`; a refusal that is not the client's doing
+   * (a 5xx) gives the request back. Counted before parsing, rendering, tokenizing or building a grammar: a key at
+   * its RPM gets its 429 for the price of one window update, however expensive the request it sent.
+   */
+  private async counted<T>(
+    caller: CompletionCaller,
+    work: (charge: RequestCharge) => Promise<T>,
+  ): Promise<T> {
+    const charge = await this.deps.limiter.chargeRequest(caller.principal);
+    try {
+      return await work(charge);
     } catch (err) {
       if (!clientsDoing(err)) await charge.refund();
       throw err;
