@@ -26,6 +26,7 @@ const MODEL = [
   "test/integration/limits.test.ts",
   "test/integration/llama-server.test.ts",
   "test/integration/overload.test.ts",
+  "test/integration/sampling-distribution.test.ts",
   "test/integration/usage.test.ts",
   "src/chat/smollm2.test.ts",
   "src/models/fetch.test.ts",

@@ -15,6 +15,8 @@ export interface StepLoopOptions {
   pool: SlotPool<LlamaContextSequence>;
   control: OutputControl;
   eogTokens: () => readonly Token[];
+  /** The `topK` that leaves top-k out of the sampler chain (`unboundedTopK`). */
+  noTopK: number;
   /** Prompt tokens per step while other choices generate (they wait for the whole step). */
   prefillChunk: number;
   /** Prompt tokens per step when nothing generates. */
@@ -43,7 +45,12 @@ export class StepLoop {
   private readonly sampling: ChoiceSampling;
 
   constructor(private readonly options: StepLoopOptions) {
-    this.sampling = { model: options.model, control: options.control, eogTokens: options.eogTokens };
+    this.sampling = {
+      model: options.model,
+      control: options.control,
+      eogTokens: options.eogTokens,
+      noTopK: options.noTopK,
+    };
   }
 
   /** Jobs holding sequences. */
