@@ -88,6 +88,8 @@ export interface GenerationRequest {
   cacheSalt?: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
+  /** OpenAI's `user` (the caller's end-user id): upstream engines receive it; it never changes what is generated. */
+  user?: string;
   /**
    * Whether `prepare` must count the prompt exactly (a TPM pre-charge, whose organization has a tokens limit). False:
    * an engine that would have to ask another server for the count (an upstream's tokenize route, a round trip)
