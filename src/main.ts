@@ -53,6 +53,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
       ? undefined
       : new LlamaEngine({
           models: config.models,
+          gpu: config.gpu,
           resolveModelPath: (model) =>
             ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
           onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
@@ -103,7 +104,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
 
   const engineReady = Promise.all([llama?.start(), upstream?.start()]).then(() => undefined);
   engineReady.then(
-    () => logger.info({ models: modelIds }, "models ready"),
+    async () => logger.info({ models: modelIds, gpu: (await llama?.accelerator())?.gpu }, "models ready"),
     (err: unknown) => logger.error({ err }, "model loading failed"),
   );
 

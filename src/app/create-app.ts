@@ -48,6 +48,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     const models = services.engine.health().map((h) => ({
       id: h.model,
       status: h.ready ? "ok" : (h.detail ?? "unavailable"),
+      ...(h.gpuLayers === undefined ? {} : { gpu_layers: h.gpuLayers }),
       ...(h.endpoints === undefined
         ? {}
         : {
@@ -63,7 +64,10 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     const ready = store && models.every((m) => m.status === "ok");
     const loading = models.some((m) => m.status === "loading");
     const status = ready ? "ok" : loading ? "starting" : "degraded";
-    return c.json({ status, store: store ? "ok" : "unavailable", models }, ready ? 200 : 503);
+    // The embedded engine's backend (gpu false: the CPU) and the GPU's memory, once it has started.
+    const accelerator = await services.engine.accelerator?.();
+    const engine = accelerator === undefined ? {} : { engine: accelerator };
+    return c.json({ status, store: store ? "ok" : "unavailable", ...engine, models }, ready ? 200 : 503);
   });
 
   // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.

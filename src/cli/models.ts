@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
 import type { HearthConfig, ModelConfig } from "../config/schema.js";
+import type { AcceleratorState } from "../engine/types.js";
 import { ModelFetchError } from "../models/errors.js";
 import { ensureModelFile, inspectModelFile } from "../models/fetch.js";
 import { createProgressReporter } from "../models/progress.js";
@@ -14,6 +15,9 @@ interface ModelRow {
   parallel: number;
   cached: boolean;
   path: string;
+  /** What the running server reports; null when no server answers at HEARTH_URL or the model is not loaded. */
+  gpu: AcceleratorState["gpu"] | null;
+  gpuLayers: number | null;
 }
 
 /** Errors whose message is the whole story; anything else is still printed as one line, never with a stack. */
@@ -42,8 +46,13 @@ function table(rows: readonly (readonly string[])[]): string {
     .join("\n");
 }
 
-async function describeModel(model: ModelConfig, modelsDir: string): Promise<ModelRow> {
+async function describeModel(
+  model: ModelConfig,
+  modelsDir: string,
+  health: HealthBody | undefined,
+): Promise<ModelRow> {
   const { path, cached } = await inspectModelFile(model, modelsDir);
+  const gpuLayers = health?.models?.find((h) => h.id === model.id)?.gpu_layers;
   return {
     id: model.id,
     source: model.source,
@@ -51,7 +60,30 @@ async function describeModel(model: ModelConfig, modelsDir: string): Promise<Mod
     parallel: model.parallel,
     cached,
     path,
+    gpu: health?.engine?.gpu ?? null,
+    gpuLayers: gpuLayers ?? null,
   };
+}
+
+/** "cpu", "cuda, 12 layers"; "-" while the server does not say (not running, or the model not loaded yet). */
+function gpuCell(row: ModelRow): string {
+  if (row.gpu === null || row.gpuLayers === null) return "-";
+  return row.gpu === false ? "cpu" : `${row.gpu}, ${row.gpuLayers} layers`;
+}
+
+/** One line on the running server's backend, with the GPU's memory where RAM would be shown. */
+function engineLine(config: HearthConfig, health: HealthBody | undefined): string {
+  const configured = `configured gpu: ${String(config.gpu ?? "auto")}`;
+  const engine = health?.engine;
+  if (engine === undefined) return `Engine: unknown (no server at ${config.serverUrl}); ${configured}`;
+  if (engine.gpu === false) return `Engine: CPU (node-llama-cpp's llama.gpu is false); ${configured}`;
+  const vram =
+    engine.vram === undefined ? "" : `; VRAM ${gib(engine.vram.used)} used of ${gib(engine.vram.total)} GiB`;
+  return `Engine: GPU ${engine.gpu}${vram}; ${configured}`;
+}
+
+function gib(bytes: number): string {
+  return (bytes / 2 ** 30).toFixed(1);
 }
 
 interface UpstreamRow {
@@ -61,22 +93,29 @@ interface UpstreamRow {
 
 /** The server's /health body, as far as the CLI reads it. */
 interface HealthBody {
-  models?: { id: string; endpoints?: { url: string; status: string; in_flight: number; error?: string }[] }[];
+  engine?: AcceleratorState;
+  models?: {
+    id: string;
+    gpu_layers?: number;
+    endpoints?: { url: string; status: string; in_flight: number; error?: string }[];
+  }[];
+}
+
+/** The running server's /health body; undefined when no server answers at HEARTH_URL. */
+async function fetchHealth(config: HearthConfig): Promise<HealthBody | undefined> {
+  try {
+    const response = await fetch(`${config.serverUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+    return (await response.json()) as HealthBody;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
  * Upstream models with each endpoint's health as the running server sees it (its probes and passive signals);
  * "unknown" when no server answers at HEARTH_URL.
  */
-async function describeUpstreamModels(config: HearthConfig): Promise<UpstreamRow[]> {
-  if (config.upstreamModels.length === 0) return [];
-  let health: HealthBody | undefined;
-  try {
-    const response = await fetch(`${config.serverUrl}/health`, { signal: AbortSignal.timeout(2_000) });
-    health = (await response.json()) as HealthBody;
-  } catch {
-    health = undefined;
-  }
+function describeUpstreamModels(config: HearthConfig, health: HealthBody | undefined): UpstreamRow[] {
   return config.upstreamModels.map((m) => {
     const seen = health?.models?.find((h) => h.id === m.id)?.endpoints ?? [];
     return {
@@ -131,28 +170,30 @@ export function registerModelsCommands(
   models
     .command("list")
     .description(
-      "list the configured models: embedded ones with their files in the cache, upstream ones with each endpoint's health",
+      "list the configured models: embedded ones with their files in the cache and the running server's backend (CPU or GPU), upstream ones with each endpoint's health",
     )
     .option("--json", "print a JSON array")
     .action(async (options: { json?: boolean }) => {
       try {
         const config = loadConfig();
-        const rows = await Promise.all(config.models.map((m) => describeModel(m, config.modelsDir)));
-        const upstream = await describeUpstreamModels(config);
+        const health = await fetchHealth(config);
+        const rows = await Promise.all(config.models.map((m) => describeModel(m, config.modelsDir, health)));
+        const upstream = describeUpstreamModels(config, health);
         if (options.json === true) {
           out(`${JSON.stringify([...rows, ...upstream], null, 2)}\n`);
           return;
         }
-        const header = ["ID", "SOURCE", "CONTEXT", "PARALLEL", "CACHED", "PATH"];
+        const header = ["ID", "SOURCE", "CONTEXT", "PARALLEL", "GPU", "CACHED", "PATH"];
         const lines = rows.map((r) => [
           r.id,
           r.source,
           String(r.contextSize),
           String(r.parallel),
+          gpuCell(r),
           r.cached ? "yes" : "no",
           r.path,
         ]);
-        if (lines.length > 0) out(`${table([header, ...lines])}\n`);
+        if (lines.length > 0) out(`${table([header, ...lines])}\n${engineLine(config, health)}\n`);
         if (upstream.length > 0) {
           const endpointLines = upstream.flatMap((m) =>
             m.upstream.endpoints.map((e) => [m.id, m.upstream.model, e.url, e.health]),

@@ -2,6 +2,7 @@
 // engine for `source` models, the upstream engine for `upstream` ones), in the config's order.
 import { UnknownModelError } from "./errors.js";
 import type {
+  AcceleratorState,
   Engine,
   Generation,
   GenerationRequest,
@@ -65,6 +66,15 @@ export class EngineRegistry implements Engine {
       this.engines.flatMap((e) => e.modelLoad()),
       (l) => l.model,
     );
+  }
+
+  /** The embedded engine's (at most one engine computes here). */
+  async accelerator(): Promise<AcceleratorState | undefined> {
+    for (const engine of this.engines) {
+      const state = await engine.accelerator?.();
+      if (state !== undefined) return state;
+    }
+    return undefined;
   }
 
   async drain(): Promise<void> {

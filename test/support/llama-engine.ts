@@ -10,6 +10,7 @@ import { ensureModelFile } from "../../src/models/fetch.js";
 export function llamaEngine(config: HearthConfig): LlamaEngine {
   return new LlamaEngine({
     models: config.models,
+    gpu: config.gpu,
     resolveModelPath: (model) => ensureModelFile(model, { modelsDir: config.modelsDir }),
   });
 }

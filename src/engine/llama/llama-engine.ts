@@ -1,11 +1,12 @@
 // The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
-import { getLlama, type Llama, type LlamaContext, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import type { Llama, LlamaContext, LlamaModel } from "node-llama-cpp";
 import { createPromptRenderer, type PromptRendererOptions } from "../../chat/template.js";
 import { TemplateThread } from "../../chat/template-thread.js";
 import { detectCapabilities } from "../../chat/tool-format.js";
-import type { ModelConfig } from "../../config/schema.js";
+import type { GpuSetting, ModelConfig } from "../../config/schema.js";
 import { UnknownModelError } from "../errors.js";
 import type {
+  AcceleratorState,
   Engine,
   Generation,
   GenerationRequest,
@@ -15,6 +16,7 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../types.js";
+import { acceleratorState, loadLlama } from "./backend.js";
 import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.js";
 import { usableCores } from "./cpu.js";
 import { overrideDecodeThreads } from "./llama-internals.js";
@@ -35,6 +37,8 @@ function controlTokenTexts(model: LlamaModel): string[] {
 
 export interface LlamaEngineOptions {
   models: ModelConfig[];
+  /** node-llama-cpp's backend (config `gpu`); default auto: the GPU when one works, else the CPU. */
+  gpu?: GpuSetting | undefined;
   /** Resolves a model to its local .gguf path (fetching it on first use). */
   resolveModelPath: (model: ModelConfig) => Promise<string>;
   onModelLoaded?: (model: ModelConfig, path: string) => void;
@@ -61,15 +65,10 @@ export class LlamaEngine implements Engine {
   async start(): Promise<void> {
     const cores = usableCores();
     // Never the library's default thread count: it oversubscribes small machines (see engine notes).
-    this.llama = await getLlama({
-      gpu: false,
-      build: "never",
-      maxThreads: cores,
-      logLevel: LlamaLogLevel.error,
-    });
+    this.llama = await loadLlama(this.options.gpu ?? "auto", cores);
     for (const config of this.options.models) {
       const path = await this.options.resolveModelPath(config);
-      const model = await this.llama.loadModel({ modelPath: path });
+      const model = await this.llama.loadModel({ modelPath: path, gpuLayers: config.gpuLayers });
       const threads = config.threads > 0 ? Math.min(config.threads, cores) : cores;
       // Counted through the batching strategy: the library asks it once per llama_decode it builds.
       const stats = createRunnerStats();
@@ -115,9 +114,17 @@ export class LlamaEngine implements Engine {
   }
 
   health(): ModelHealth[] {
-    return this.options.models.map((m) =>
-      this.loaded.has(m.id) ? { model: m.id, ready: true } : { model: m.id, ready: false, detail: "loading" },
-    );
+    return this.options.models.map((m) => {
+      const loaded = this.loaded.get(m.id);
+      return loaded !== undefined
+        ? { model: m.id, ready: true, gpuLayers: loaded.model.gpuLayers }
+        : { model: m.id, ready: false, detail: "loading" };
+    });
+  }
+
+  /** The backend node-llama-cpp loaded (and the GPU's memory); undefined until start() has loaded it. */
+  async accelerator(): Promise<AcceleratorState | undefined> {
+    return this.llama === undefined ? undefined : acceleratorState(this.llama);
   }
 
   runner(modelId: string): ModelRunner {
