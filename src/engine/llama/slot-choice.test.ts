@@ -88,6 +88,13 @@ describe("chooseSlots", () => {
     expect(chooseSlots([held, slot(1)], next, "a", 1)).toEqual({ primary: 0, others: [], reusable: 58 });
   });
 
+  it("lets the same prompt again go on in its slot, past a long cached answer", () => {
+    const prompt = Array.from({ length: 30 }, (_, i) => i);
+    const answer = Array.from({ length: 100 }, (_, i) => 500 + i);
+    const held = slot(0, { tokens: [...prompt, ...answer], scope: "a", lastUsed: 1 });
+    expect(chooseSlots([held, slot(1)], prompt, "a", 1)).toEqual({ primary: 0, others: [], reusable: 29 });
+  });
+
   it("is undefined while fewer slots than asked for are free", () => {
     expect(chooseSlots([slot(0), slot(1, { busy: true })], [1], "a", 2)).toBeUndefined();
   });

@@ -28,11 +28,12 @@ export interface SlotChoice {
 }
 
 /**
- * Cached tokens past the shared prefix worth keeping: a slot holding at least this many more is copied from, not
- * overwritten. A conversation's next turn extends its own cache by less (the previous answer's end), so it goes on
- * in its slot; another conversation on the same system prompt keeps its own.
+ * Cached tokens past the shared prefix worth keeping when the prompt goes another way: a slot holding at least this
+ * many more is copied from, not overwritten. A conversation's next turn, or the same prompt again, extends the
+ * cache instead (it diverges only where the previous answer was), so it goes on in its own slot; another
+ * conversation on the same system prompt keeps its own.
  */
-export const KEEP_SUFFIX = 16;
+export const KEEP_SUFFIX = 8;
 
 export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
   const max = Math.min(a.length, b.length);
@@ -67,8 +68,9 @@ export function chooseSlots(
       primary = slot;
     }
   }
-  // Keep a cache that goes on past the prefix when another free slot can take the prompt (and its copies).
-  if (best > 0 && primary.tokens.length - best >= KEEP_SUFFIX && free.length > count) {
+  // Keep a cache that goes another way than the prompt when another free slot can take it (and its copies).
+  const diverges = best < prompt.length - 1;
+  if (best > 0 && diverges && primary.tokens.length - best >= KEEP_SUFFIX && free.length > count) {
     const source = primary.id;
     const [first, ...rest] = free.filter((s) => s.id !== source).slice(0, count) as [SlotView, ...SlotView[]];
     return { primary: first.id, others: rest.map((s) => s.id), reusable: best, source };
