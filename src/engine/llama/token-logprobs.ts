@@ -1,5 +1,5 @@
 // Log probabilities of sampled tokens in OpenAI's shape, from the distribution node-llama-cpp's sampler drew from.
-import type { LlamaModel, SequenceEvaluateMetadataOptions, Token } from "node-llama-cpp";
+import type { SequenceEvaluateMetadataOptions, Token } from "node-llama-cpp";
 import type { SamplingParams, TokenAlternative, TokenLogprob, TokenText } from "../types.js";
 
 /**
@@ -31,6 +31,12 @@ export function logprobOf(probability: number | undefined): number {
   return Math.max(LOGPROB_FLOOR, Math.log(probability));
 }
 
+/** What the vocabulary reads of a `LlamaModel`: its GGUF tokenizer metadata, and its detokenizer as a fallback. */
+export interface VocabularySource {
+  fileInfo: { metadata: { tokenizer?: { ggml?: object } } };
+  detokenize(tokens: readonly Token[], specialTokens?: boolean): string;
+}
+
 /** The tokens of one model as text and bytes, read once per token from the GGUF vocabulary. */
 export class Vocabulary {
   private readonly cache = new Map<Token, TokenText>();
@@ -38,7 +44,7 @@ export class Vocabulary {
   private readonly types: readonly number[];
   private readonly kind: string | undefined;
 
-  constructor(private readonly model: Pick<LlamaModel, "fileInfo" | "detokenize">) {
+  constructor(private readonly model: VocabularySource) {
     const ggml = model.fileInfo.metadata.tokenizer?.ggml as
       | { model?: string; tokens?: readonly string[]; token_type?: readonly number[] }
       | undefined;
