@@ -151,6 +151,12 @@ export interface TokenText {
   bytes: number[];
 }
 
+/**
+ * The lowest logprob reported, OpenAI's value for a token of negligible probability: JSON has no -Infinity, which a
+ * probability that underflowed float32 (or a token the grammar or a -100 bias ruled out) would otherwise give.
+ */
+export const LOGPROB_FLOOR = -9999;
+
 /** A candidate token at one position, with its log probability. */
 export interface TokenAlternative extends TokenText {
   logprob: number;

@@ -1,6 +1,7 @@
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { LOGPROB_FLOOR, logprobMetadata, logprobOf, TokenLogprobs, Vocabulary } from "./token-logprobs.js";
+import { LOGPROB_FLOOR } from "../types.js";
+import { logprobMetadata, logprobOf, TokenLogprobs, Vocabulary } from "./token-logprobs.js";
 
 /** A vocabulary as GGUF metadata states it. */
 function vocabulary(kind: string, tokens: string[], types: number[] = []): Vocabulary {

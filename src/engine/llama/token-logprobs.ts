@@ -1,12 +1,12 @@
 // Log probabilities of sampled tokens in OpenAI's shape, from the distribution node-llama-cpp's sampler drew from.
 import type { SequenceEvaluateMetadataOptions, Token } from "node-llama-cpp";
-import type { SamplingParams, TokenAlternative, TokenLogprob, TokenText } from "../types.js";
-
-/**
- * What OpenAI reports for a token of negligible probability: JSON has no -Infinity, and a probability that
- * underflowed float32 (or a token the grammar or a -100 bias ruled out) would otherwise be one.
- */
-export const LOGPROB_FLOOR = -9999;
+import {
+  LOGPROB_FLOOR,
+  type SamplingParams,
+  type TokenAlternative,
+  type TokenLogprob,
+  type TokenText,
+} from "../types.js";
 
 /** One step of a generator from `sequence.evaluateWithMetadata`: the token and what the sampler says about it. */
 export interface SampledToken {
