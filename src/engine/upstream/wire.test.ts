@@ -275,6 +275,23 @@ describe("upstreamErrorFromResponse", () => {
     );
   });
 
+  it("a client error keeps the upstream's param when it is a parameter path; others never name one", () => {
+    expect(upstreamErrorFromResponse(400, openaiBody("bad")).param).toBe("messages");
+    const bias = JSON.stringify({ error: { message: "Invalid key", param: "logit_bias" } });
+    expect(upstreamErrorFromResponse(400, bias).param).toBe("logit_bias");
+    const odd = JSON.stringify({ error: { message: "x", param: "<script>" } });
+    expect(upstreamErrorFromResponse(400, odd).param).toBeUndefined();
+    expect(upstreamErrorFromResponse(500, openaiBody("x")).param).toBeUndefined();
+    const vllm = JSON.stringify({
+      object: "error",
+      message: "bad",
+      type: "BadRequestError",
+      param: null,
+      code: 400,
+    });
+    expect(upstreamErrorFromResponse(400, vllm).param).toBeUndefined();
+  });
+
   it("strips stack traces and truncates long messages to 1,000 characters", () => {
     const traced = openaiBody(
       'Invalid schema\nTraceback (most recent call last):\n  File "/vllm/entrypoints/openai/api_server.py", line 42',
