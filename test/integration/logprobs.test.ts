@@ -25,6 +25,7 @@ const TOLERANCE = 2e-3;
 let engine: LlamaEngine;
 let reference: LlamaModel;
 let context: LlamaContext;
+let vocabularySize: number;
 
 beforeAll(async () => {
   const path = await ensureModelFile(model, { modelsDir: config.modelsDir });
@@ -33,6 +34,7 @@ beforeAll(async () => {
   const llama = await getLlama({ gpu: false });
   reference = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
   context = await reference.createContext({ contextSize: 512, sequences: 1 });
+  vocabularySize = reference.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
 });
 
 afterAll(async () => {
@@ -73,12 +75,22 @@ async function run(req: GenerationRequest): Promise<Run> {
   return { prompt: prepared.prompt, content, logprobs, completionTokens };
 }
 
-/** log-softmax of the model's raw logits (plus `bias`) after `prompt` + `generated[0..i)`, for each position i. */
+/** One position's reference: log-softmax by token id, and its largest value. */
+interface Reference {
+  logprobs: Float64Array;
+  best: number;
+}
+
+/**
+ * log-softmax of the model's raw logits (plus `bias`, divided by `temperature`) after `prompt` + `generated[0..i)`,
+ * for each position i.
+ */
 async function referenceLogprobs(
   prompt: readonly Token[],
   generated: readonly Token[],
   bias: ReadonlyMap<number, number> = new Map(),
-): Promise<Map<Token, number>[]> {
+  temperature = 1,
+): Promise<Reference[]> {
   const sequence = context.getSequence();
   try {
     const tokens = [...prompt, ...generated.slice(0, -1)];
@@ -89,17 +101,18 @@ async function referenceLogprobs(
     return tokens.slice(from).map((_, i) => {
       const logits = outputs[from + i]?.next.logits;
       if (logits === undefined) throw new Error(`no logits at ${from + i}`);
+      const values = new Float64Array(vocabularySize).fill(Number.NEGATIVE_INFINITY);
       let max = Number.NEGATIVE_INFINITY;
-      const biased = new Map<Token, number>();
       for (const [token, logit] of logits) {
-        const value = logit + (bias.get(token) ?? 0);
-        biased.set(token, value);
+        const value = (logit + (bias.get(token) ?? 0)) / temperature;
+        values[token] = value;
         if (value > max) max = value;
       }
       let sum = 0;
-      for (const value of biased.values()) sum += Math.exp(value - max);
+      for (const value of values) sum += Math.exp(value - max);
       const logSum = max + Math.log(sum);
-      return new Map([...biased].map(([token, value]) => [token, value - logSum]));
+      for (let t = 0; t < values.length; t++) values[t] = (values[t] as number) - logSum;
+      return { logprobs: values, best: max - logSum };
     });
   } finally {
     sequence.dispose();
@@ -125,10 +138,11 @@ describe("logprobs against the raw logits", () => {
     const generated = generatedTokens(result);
     const expected = await referenceLogprobs(result.prompt, generated);
     result.logprobs.forEach((entry, i) => {
-      const ref = expected[i] as Map<Token, number>;
-      const best = Math.max(...ref.values());
-      expect(entry.logprob).toBeCloseTo(best, 2);
-      expect(Math.abs(entry.logprob - (ref.get(generated[i] as Token) as number))).toBeLessThan(TOLERANCE);
+      const ref = expected[i] as Reference;
+      expect(entry.logprob).toBeCloseTo(ref.best, 2);
+      expect(Math.abs(entry.logprob - (ref.logprobs[generated[i] as Token] as number))).toBeLessThan(
+        TOLERANCE,
+      );
       expect(entry.topLogprobs).toHaveLength(5);
       expect(entry.topLogprobs[0]?.token).toBe(entry.token);
       for (let k = 1; k < entry.topLogprobs.length; k++) {
@@ -137,7 +151,7 @@ describe("logprobs against the raw logits", () => {
         );
       }
       // The alternatives are the reference's five most likely tokens, with its values.
-      const top5 = [...ref.entries()].sort((a, b) => b[1] - a[1]).slice(0, 5);
+      const top5 = [...ref.logprobs.entries()].sort((a, b) => b[1] - a[1]).slice(0, 5);
       entry.topLogprobs.forEach((alt, k) => {
         const [token, logprob] = top5[k] as [Token, number];
         expect(Math.abs(alt.logprob - logprob)).toBeLessThan(TOLERANCE);
@@ -165,9 +179,11 @@ describe("logprobs against the raw logits", () => {
     expect(generated).not.toContain(first);
     const expected = await referenceLogprobs(banned.prompt, generated, bias);
     banned.logprobs.forEach((entry, i) => {
-      const ref = expected[i] as Map<Token, number>;
-      expect(Math.abs(entry.logprob - (ref.get(generated[i] as Token) as number))).toBeLessThan(TOLERANCE);
-      expect(entry.logprob).toBeCloseTo(Math.max(...ref.values()), 2);
+      const ref = expected[i] as Reference;
+      expect(Math.abs(entry.logprob - (ref.logprobs[generated[i] as Token] as number))).toBeLessThan(
+        TOLERANCE,
+      );
+      expect(entry.logprob).toBeCloseTo(ref.best, 2);
     });
     // Without the bias, the banned token was the first choice at the first position.
     expect(plain.logprobs[0]?.topLogprobs[0]?.token).toBe(reference.detokenize([first], true));
@@ -183,6 +199,21 @@ describe("logprobs against the raw logits", () => {
     for (const entry of result.logprobs) expect(entry.logprob).toBeGreaterThan(-1e-3);
   });
 
+  it("at temperature > 0 (top_p 1) they are of the distribution drawn from: log-softmax of logits / temperature", async () => {
+    for (const temperature of [0.5, 1.5]) {
+      const result = await run(request({ temperature, seed: 11, maxTokens: 4, logprobs: 1 }));
+      const generated = generatedTokens(result);
+      const expected = await referenceLogprobs(result.prompt, generated, new Map(), temperature);
+      result.logprobs.forEach((entry, i) => {
+        const ref = expected[i] as Reference;
+        expect(Math.abs(entry.logprob - (ref.logprobs[generated[i] as Token] as number))).toBeLessThan(
+          TOLERANCE,
+        );
+        expect(Math.abs((entry.topLogprobs[0]?.logprob as number) - ref.best)).toBeLessThan(TOLERANCE);
+      });
+    }
+  });
+
   it("penalties shape the distribution the logprobs describe", async () => {
     const plain = await run(request({ maxTokens: 12, logprobs: 0 }));
     const penalized = await run(
@@ -194,12 +225,13 @@ describe("logprobs against the raw logits", () => {
   });
 
   it("a token id outside the vocabulary is refused before anything is queued", async () => {
-    const size = reference.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
-    expect(size).toBeGreaterThan(0);
-    await expect(engine.prepare(request({ logitBias: new Map([[size, 5]]) }))).rejects.toBeInstanceOf(
-      UnknownTokenError,
-    );
-    await expect(engine.prepare(request({ logitBias: new Map([[size - 1, 5]]) }))).resolves.toBeDefined();
+    expect(vocabularySize).toBe(49152);
+    await expect(
+      engine.prepare(request({ logitBias: new Map([[vocabularySize, 5]]) })),
+    ).rejects.toBeInstanceOf(UnknownTokenError);
+    await expect(
+      engine.prepare(request({ logitBias: new Map([[vocabularySize - 1, 5]]) })),
+    ).resolves.toBeDefined();
   });
 });
 
