@@ -24,6 +24,7 @@ const MODEL = [
   "test/integration/engine.test.ts",
   "test/integration/gpu-backend.test.ts",
   "test/integration/llama-internals.test.ts",
+  "test/integration/logprobs.test.ts",
   "test/integration/limits.test.ts",
   "test/integration/llama-server.test.ts",
   "test/integration/overload.test.ts",

@@ -68,6 +68,35 @@ function refused(message: string) {
     .optional();
 }
 
+/** OpenAI's bounds: at most 20 alternatives per position; at most 300 biased tokens, each by −100..100. */
+const TOP_LOGPROBS = 20;
+const LOGIT_BIAS_ENTRIES = 300;
+const LOGIT_BIAS = 100;
+
+/** Token id (a decimal integer, as a JSON key) → bias; ids beyond the vocabulary are the engine's to refuse. */
+const logitBiasSchema = z.record(z.string(), z.number()).superRefine((bias, ctx) => {
+  const entries = Object.entries(bias);
+  if (entries.length > LOGIT_BIAS_ENTRIES) {
+    ctx.addIssue({
+      code: "custom",
+      message: `Invalid 'logit_bias': expected at most ${LOGIT_BIAS_ENTRIES} tokens, but got ${entries.length} instead.`,
+    });
+  }
+  for (const [key, value] of entries) {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(key) || Number(key) > 2 ** 31 - 1) {
+      ctx.addIssue({
+        code: "custom",
+        message: `Invalid key in 'logit_bias': '${key.slice(0, 32)}'. Keys must be token ids (non-negative integers).`,
+      });
+    } else if (value < -LOGIT_BIAS || value > LOGIT_BIAS) {
+      ctx.addIssue({
+        code: "custom",
+        message: `Invalid value for 'logit_bias' token ${key}: expected a number from -${LOGIT_BIAS} to ${LOGIT_BIAS}, but got ${value} instead.`,
+      });
+    }
+  }
+});
+
 const never = (field: string, why: string) => `The '${field}' parameter is not supported: ${why}`;
 
 const textPartSchema = z.strictObject({ type: z.literal("text"), text: z.string() });
@@ -132,15 +161,9 @@ const chatRequestSchema = nullAsAbsent(
     functions: refused(never("functions", "use 'tools' instead.")),
     function_call: refused(never("function_call", "use 'tool_choice' instead.")),
     reasoning_effort: refused(never("reasoning_effort", "use chat_template_kwargs.enable_thinking instead.")),
-    logprobs: z
-      .boolean()
-      .refine((on) => !on, never("logprobs", "log probabilities are not returned."))
-      .optional(),
-    top_logprobs: refused(never("top_logprobs", "log probabilities are not returned.")),
-    logit_bias: z
-      .record(z.string(), z.number())
-      .refine((bias) => Object.keys(bias).length === 0, never("logit_bias", "token biases are not applied."))
-      .optional(),
+    logprobs: z.boolean().optional(),
+    top_logprobs: z.int().min(0).max(TOP_LOGPROBS).optional(),
+    logit_bias: logitBiasSchema.optional(),
     store: z
       .boolean()
       .refine((on) => !on, never("store", "Hearth does not store completions."))
@@ -204,6 +227,12 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
       "stream_options",
     );
   }
+  if (req.top_logprobs !== undefined && req.logprobs !== true) {
+    throw new InvalidRequestError(
+      "Invalid 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used.",
+      "top_logprobs",
+    );
+  }
   if (req.max_tokens !== undefined && req.max_completion_tokens !== undefined) {
     throw new InvalidRequestError("Use either max_tokens or max_completion_tokens, not both.", "max_tokens");
   }
@@ -227,6 +256,10 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
     },
     enableThinking: req.chat_template_kwargs?.enable_thinking ?? false,
   };
+  if (req.logprobs === true) parsed.sampling.logprobs = req.top_logprobs ?? 0;
+  const bias = Object.entries(req.logit_bias ?? {});
+  if (bias.length > 0)
+    parsed.sampling.logitBias = new Map(bias.map(([token, value]) => [Number(token), value]));
   const output = parseOutputRequest(req, options.schemaBudget);
   if (output !== undefined) parsed.output = output;
   if (req.user !== undefined) parsed.user = req.user;

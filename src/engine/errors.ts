@@ -95,6 +95,19 @@ export class TooManyChoicesError extends Error {
   }
 }
 
+/** A `logit_bias` key is not a token id of the model's vocabulary (ids 0 to `vocabularySize` − 1). */
+export class UnknownTokenError extends Error {
+  override name = "UnknownTokenError";
+  constructor(
+    readonly token: number,
+    readonly vocabularySize: number,
+  ) {
+    super(
+      `Invalid key in 'logit_bias': ${token} is not a token of this model's vocabulary (token ids are 0 to ${vocabularySize - 1}).`,
+    );
+  }
+}
+
 /** The model cannot serve now: still loading (embedded), or no healthy endpoint (upstream). */
 export class EngineNotReadyError extends Error {
   override name = "EngineNotReadyError";

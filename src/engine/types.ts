@@ -68,6 +68,13 @@ export interface SamplingParams {
   stop: string[];
   /** Benchmarks only: never stop on an end-of-generation token. */
   ignoreEos?: boolean;
+  /**
+   * OpenAI's `logprobs`/`top_logprobs`: absent = no log probabilities; a number = report each content token's log
+   * probability with that many (0–20) most likely alternatives.
+   */
+  logprobs?: number;
+  /** OpenAI's `logit_bias`: token id → a value (−100..100) added to its logit before sampling. Absent = none. */
+  logitBias?: ReadonlyMap<number, number>;
 }
 
 export interface GenerationRequest {
@@ -138,8 +145,40 @@ export interface UsageCounts {
  */
 export type DeltaTarget = { kind: "reasoning" } | { kind: "tool_call"; call: number; name?: string };
 
+/** A token as OpenAI's logprobs show it: its text, its UTF-8 bytes (a token may hold part of a character). */
+export interface TokenText {
+  token: string;
+  bytes: number[];
+}
+
+/**
+ * The lowest logprob reported, OpenAI's value for a token of negligible probability: JSON has no -Infinity, which a
+ * probability that underflowed float32 (or a token the grammar or a -100 bias ruled out) would otherwise give.
+ */
+export const LOGPROB_FLOOR = -9999;
+
+/** A candidate token at one position, with its log probability. */
+export interface TokenAlternative extends TokenText {
+  logprob: number;
+}
+
+/** One generated token with its log probability and the `top` most likely tokens at its position. */
+export interface TokenLogprob extends TokenAlternative {
+  topLogprobs: TokenAlternative[];
+}
+
 export type GenerationEvent =
-  | { type: "delta"; choice: number; text: string; target?: DeltaTarget }
+  | {
+      type: "delta";
+      choice: number;
+      text: string;
+      target?: DeltaTarget;
+      /**
+       * With `sampling.logprobs`: the content tokens this delta's text came from (content deltas only; may be empty
+       * when the text was held back by an earlier token, e.g. a stop string that did not match).
+       */
+      logprobs?: TokenLogprob[];
+    }
   | {
       type: "finish";
       choice: number;

@@ -15,6 +15,7 @@ import {
   ToolsUnsupportedError,
   TooManyChoicesError,
   UnknownModelError,
+  UnknownTokenError,
 } from "../engine/errors.js";
 import { EndpointEjectedError } from "../engine/upstream/endpoint-pool.js";
 import { EngineDisposedError, FirstTokenTimeoutError } from "../engine/upstream/upstream-call.js";
@@ -83,9 +84,11 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   }
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
+  if (err instanceof UnknownTokenError) return new InvalidRequestError(err.message, "logit_bias");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;
   // an endpoint that failed is retried before the 200, so what reaches here failed mid-stream or at shutdown.
-  if (err instanceof UpstreamError && err.clientError) return new InvalidRequestError(err.message);
+  if (err instanceof UpstreamError && err.clientError)
+    return new InvalidRequestError(err.message, err.param ?? null);
   if (
     err instanceof UpstreamError ||
     err instanceof UpstreamProtocolError ||

@@ -15,6 +15,7 @@ import {
   metricSum,
   startGateway,
   startWorker,
+  WORKER_MODEL,
   waitFor,
 } from "../support/fleet.js";
 import { createKeyWithCli, hearthCli, openaiClient, type ServerProcess } from "../support/server-process.js";
@@ -226,6 +227,36 @@ describe("chat completions through the fleet", () => {
     // The two requests that sent `user`: exactly what their responses reported, at the gateway and the workers.
     expect(await usageOf(gateway.server, "--user", user)).toEqual(seenByUser);
     expect(sumOf(await Promise.all(workers.map((w) => usageOf(w, "--user", user))))).toEqual(seenByUser);
+  });
+
+  it("relays a worker's logprobs (and forwards logit_bias): the same tokens and values as the worker's own", async () => {
+    const asked = {
+      messages: [{ role: "user" as const, content: "Name a colour." }],
+      max_tokens: 6,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+      // A bias the worker validates against its vocabulary: id 0 is <|endoftext|> on the default model.
+      logit_bias: { "0": -1 },
+    };
+    const relayed = await client.chat.completions.create({ ...asked, model: FLEET_MODEL });
+    const direct = await openaiClient(workers[0] as ServerProcess).chat.completions.create({
+      ...asked,
+      model: WORKER_MODEL,
+    });
+    const entries = relayed.choices[0]?.logprobs?.content ?? [];
+    expect(entries.length).toBeGreaterThan(0);
+    expect(entries).toEqual(direct.choices[0]?.logprobs?.content);
+    // An id beyond the worker's vocabulary: the worker's 400, relayed with its param.
+    const err = await client.chat.completions
+      .create({ ...asked, model: FLEET_MODEL, logit_bias: { "999999": 1 } })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(APIError);
+    expect((err as APIError).status).toBe(400);
+    expect((err as APIError).param).toBe("logit_bias");
   });
 
   it("lists fleet-smol with the workers' context length; 404 without a grant; 429 before any worker", async () => {

@@ -15,6 +15,7 @@ import { lazyEogTokens } from "./sampling-options.js";
 import type { SlotChoice } from "./slot-choice.js";
 import { SlotPool } from "./slot-pool.js";
 import { StepLoop } from "./step-loop.js";
+import { Vocabulary } from "./token-logprobs.js";
 
 export interface ModelRunnerOptions {
   config: ModelConfig;
@@ -46,6 +47,7 @@ export class ModelRunner {
     const control = new OutputControl(model.llama, model, eogTokens);
     const sequences = Array.from({ length: config.parallel }, () => context.getSequence());
     this.pool = new SlotPool(sequences);
+    const vocabulary = new Vocabulary(model);
     this.preparer = new RequestPreparer({
       model,
       contextSize: config.contextSize,
@@ -54,6 +56,7 @@ export class ModelRunner {
       renderer: options.renderer,
       capabilities: options.capabilities,
       control,
+      vocabularySize: vocabulary.size,
     });
     this.admission = new Admission<Job>({
       model: config.id,
@@ -72,6 +75,7 @@ export class ModelRunner {
       control,
       eogTokens,
       noTopK: unboundedTopK(sequences[0] as LlamaContextSequence),
+      vocabulary,
       prefillChunk: config.prefillChunk,
       batchSize: config.batchSize,
       stats: this.stats,

@@ -3,6 +3,7 @@ import { type LlamaModel, type SequenceEvaluateOptions, type Token, TokenBias } 
 import type { SamplingParams } from "../types.js";
 import { priorityOf } from "./batching.js";
 import type { ChoiceStream } from "./choice-stream.js";
+import { findBiasMap, setLogit } from "./llama-internals.js";
 import type { OutputControl, PreparedOutput } from "./output-control.js";
 
 export interface ChoiceSampling {
@@ -25,13 +26,16 @@ export function evaluateOptions(
   const penalize = sampling.frequencyPenalty !== 0 || sampling.presencePenalty !== 0;
   let tokenBias: TokenBias | (() => TokenBias) | undefined;
   const output = choice.output;
+  const requested = sampling.logitBias;
   if (sampling.ignoreEos === true) {
     const bias = new TokenBias(model.tokenizer);
     for (const token of eogTokens()) bias.set(token, "never");
-    tokenBias = bias;
+    tokenBias = withLogitBias(model, bias, requested);
   } else if (prepared !== undefined && output !== undefined) {
     // Read at every sampling: steers a reasoning block or a JSON structure closed as the budget runs out.
-    tokenBias = () => control.bias(prepared, output, choice.remaining);
+    tokenBias = () => withLogitBias(model, control.bias(prepared, output, choice.remaining), requested);
+  } else if (requested !== undefined) {
+    tokenBias = withLogitBias(model, new TokenBias(model.tokenizer), requested);
   }
   const grammarEvaluationState = output?.grammarState;
   return {
@@ -71,4 +75,23 @@ export function lazyEogTokens(model: LlamaModel): () => readonly Token[] {
     }
     return tokens;
   };
+}
+
+/**
+ * `bias` plus the request's `logit_bias` (OpenAI adds each value to the token's logit; the two add up where both
+ * name a token), as a new TokenBias: `bias` may be one the output control shares between requests. Without the
+ * library's bias map `bias` cannot be read, and the output control's steering is kept over the request's bias.
+ */
+export function withLogitBias(
+  model: LlamaModel,
+  bias: TokenBias,
+  requested: ReadonlyMap<number, number> | undefined,
+): TokenBias {
+  if (requested === undefined) return bias;
+  const own = findBiasMap(bias);
+  if (own === undefined) return bias;
+  const combined = new TokenBias(model.tokenizer);
+  for (const [token, value] of requested) setLogit(combined, token as Token, value);
+  for (const [token, value] of own) setLogit(combined, token, value + (requested.get(token) ?? 0));
+  return combined;
 }

@@ -3,12 +3,13 @@ import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { MAX_BACKLOG } from "../channel.js";
 import { priorityOf, type RunnerStats } from "./batching.js";
 import { ChoiceStream, usageOf } from "./choice-stream.js";
-import type { Choice, Job } from "./job.js";
+import type { Choice, Job, TokenGenerator } from "./job.js";
 import { copySequenceState } from "./llama-internals.js";
 import type { OutputControl } from "./output-control.js";
 import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
 import type { SlotChoice } from "./slot-choice.js";
 import type { Slot, SlotPool } from "./slot-pool.js";
+import { logprobMetadata, TokenLogprobs, type Vocabulary } from "./token-logprobs.js";
 
 export interface StepLoopOptions {
   model: LlamaModel;
@@ -17,6 +18,8 @@ export interface StepLoopOptions {
   eogTokens: () => readonly Token[];
   /** The `topK` that leaves top-k out of the sampler chain (`unboundedTopK`). */
   noTopK: number;
+  /** The model's tokens as text and bytes (logprobs). */
+  vocabulary: Vocabulary;
   /** Prompt tokens per step while other choices generate (they wait for the whole step). */
   prefillChunk: number;
   /** Prompt tokens per step when nothing generates. */
@@ -219,6 +222,11 @@ export class StepLoop {
     const lastToken = job.prompt[upTo] as Token;
     const { sampling } = job.request;
     const prepared = job.output;
+    const metadata = logprobMetadata(sampling);
+    const logprobs =
+      sampling.logprobs === undefined
+        ? undefined
+        : new TokenLogprobs(this.options.vocabulary, sampling.logprobs);
     job.choices = slots.map((slot, index) => {
       const stream = new ChoiceStream({
         index,
@@ -231,9 +239,11 @@ export class StepLoop {
             ? undefined
             : { plan: prepared.plan, output: this.options.control.startChoice(prepared) },
         emit: (event) => job.channel.push(event),
+        ...(logprobs === undefined ? {} : { logprobs }),
       });
       const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id);
-      return { sequenceId: slot.id, generator: slot.sequence.evaluate([lastToken], options), stream };
+      const generator: TokenGenerator = slot.sequence.evaluateWithMetadata([lastToken], metadata, options);
+      return { sequenceId: slot.id, generator, stream };
     });
     job.state = "decode";
   }
@@ -256,7 +266,8 @@ function decodeWork(job: Job, choice: Choice): Work {
     run: async () => {
       const result = await choice.generator.next(choice.stream.generated.at(-1));
       if (job.cancelled) return;
-      choice.stream.push(result.done === true ? undefined : result.value);
+      if (result.done === true) choice.stream.push(undefined);
+      else choice.stream.push(result.value.token, result.value);
     },
   };
 }
