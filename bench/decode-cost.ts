@@ -2,8 +2,9 @@
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
 import type { GpuSetting, ModelConfig } from "../src/config/schema.js";
 import { loadLlama } from "../src/engine/llama/backend.js";
-import { countingStrategy, createRunnerStats } from "../src/engine/llama/batching.js";
+import { countingStrategy, createRunnerStats, decodeThreads } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
+import { overrideDecodeThreads } from "../src/engine/llama/llama-internals.js";
 import { median } from "./stats.js";
 
 export interface DecodeCostRow {
@@ -43,6 +44,7 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
     const needed = prompt.length + options.batches.length * (WARMUP_STEPS + options.steps) + 16;
     // llama_decode calls, counted by the batching strategy as the engine's runner counts them.
     const stats = createRunnerStats();
+    let batchTokens = 0;
     const context = await model.createContext({
       sequences,
       contextSize: Math.max(256, Math.ceil(needed / 256) * 256),
@@ -50,8 +52,14 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
       threads,
       // As the engine creates its context, so the kernels are the same.
       flashAttention: true,
-      batching: { itemPrioritizationStrategy: countingStrategy(stats) },
+      batching: {
+        itemPrioritizationStrategy: countingStrategy(stats, (tokens) => {
+          batchTokens = tokens;
+        }),
+      },
     });
+    // The engine's thread rule (decodeThreads), so the ceiling is the best this library does, as the engine runs it.
+    overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
     const all: LlamaContextSequence[] = Array.from({ length: sequences }, () => context.getSequence());
     await Promise.all(all.map((s) => s.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1))));
     const last = prompt[prompt.length - 1] as Token;

@@ -19,6 +19,7 @@ import { benchKeyVerify } from "./key-verify.js";
 import { benchLimits } from "./limits.js";
 import { type BenchOptions, readBenchOptions } from "./options.js";
 import { benchOverload } from "./overload.js";
+import { benchPrefixReuse } from "./prefix-reuse.js";
 import {
   type BatchingStats,
   type BenchReport,
@@ -258,6 +259,10 @@ async function main(): Promise<void> {
       model: modelId,
     });
     extra += `\n## Anchor: llama.cpp's llama-server and Hearth on the same model\n\n${anchor}\n`;
+  }
+  if (options.phases.includes("prefix")) {
+    log("prefix reuse: TTFT warm vs cold");
+    extra += `\n## Prefix reuse: a shared 1,000-token system prompt\n\n${await benchPrefixReuse({ model: modelId })}\n`;
   }
   if (options.phases.includes("keys")) {
     log("key verification cost");
