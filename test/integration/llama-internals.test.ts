@@ -19,8 +19,10 @@ import {
   grammarAccepts,
   LLAMA_INTERNALS,
   type LlamaInternal,
+  type NativeCall,
   overrideDecodeThreads,
   setLogit,
+  traceNativeCalls,
   unboundedTopK,
 } from "../../src/engine/llama/llama-internals.js";
 import { loadDefaultModel } from "../support/llama-engine.js";
@@ -160,6 +162,29 @@ describe("node-llama-cpp private members used by the engine", () => {
       expect(unboundedTopK(sequence), message).toBeNull();
     } finally {
       sequence.dispose();
+    }
+  });
+
+  it(`${LLAMA_INTERNALS.nativeCalls}: the step profile times each decode and sampling`, async () => {
+    const message = gone("nativeCalls", "bench/step-profile.ts cannot time the addon's calls");
+    const own = await model.createContext({ sequences: 1, contextSize: 256, flashAttention: true });
+    try {
+      const calls: NativeCall[] = [];
+      expect(
+        traceNativeCalls(own, (call) => calls.push(call)),
+        message,
+      ).toBe(true);
+      const [first, second] = model.tokenize("The capital of France is");
+      const sequence = own.getSequence();
+      await sequence.evaluateWithoutGeneratingNewTokens([first as Token]);
+      expect(await nextToken(sequence, second as Token)).toBeDefined();
+      expect(
+        calls.map((c) => c.kind),
+        message,
+      ).toEqual(["decode", "decode", "sample"]);
+      for (const call of calls) expect(call.end).toBeGreaterThanOrEqual(call.start);
+    } finally {
+      await own.dispose();
     }
   });
 

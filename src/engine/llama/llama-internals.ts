@@ -32,6 +32,11 @@ export const LLAMA_INTERNALS = Object.freeze({
    * logit on every token.
    */
   noTopK: "LlamaContextSequence._resolveSamplerConfig",
+  /**
+   * The addon's decode and sampling calls, timed by the step profile (bench/step-profile.ts) only. Fallback: no
+   * trace (the profile then says so).
+   */
+  nativeCalls: "LlamaContext._ctx.decodeBatch/sampleToken",
 } as const);
 
 export type LlamaInternal = keyof typeof LLAMA_INTERNALS;
@@ -78,6 +83,45 @@ export function overrideDecodeThreads(context: LlamaContext, choose: (requested:
       value: (requested: number) => setThreads.call(native, choose(requested)),
       configurable: true,
     });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** One addon call the step profile timed: which, and when it started and settled (performance.now()). */
+export interface NativeCall {
+  kind: "decode" | "sample";
+  start: number;
+  end: number;
+}
+
+/**
+ * Reports every decode and sampling call of `context` to `onCall` once it settles. For the benchmark's step
+ * profile, never the service. False when the library no longer has these calls.
+ */
+export function traceNativeCalls(context: LlamaContext, onCall: (call: NativeCall) => void): boolean {
+  const native = (context as unknown as { _ctx?: Record<string, unknown> })._ctx;
+  const calls = { decode: native?.decodeBatch, sample: native?.sampleToken } as const;
+  if (native === undefined || typeof calls.decode !== "function" || typeof calls.sample !== "function")
+    return false;
+  try {
+    for (const [kind, name] of [
+      ["decode", "decodeBatch"],
+      ["sample", "sampleToken"],
+    ] as const) {
+      const original = calls[kind] as (...args: unknown[]) => unknown;
+      Object.defineProperty(native, name, {
+        value: (...args: unknown[]) => {
+          const start = performance.now();
+          const settled = () => onCall({ kind, start, end: performance.now() });
+          const result = Promise.resolve(original.apply(native, args));
+          result.then(settled, settled);
+          return result;
+        },
+        configurable: true,
+      });
+    }
     return true;
   } catch {
     return false;

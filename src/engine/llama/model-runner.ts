@@ -32,6 +32,8 @@ export interface ModelRunnerOptions {
 export class ModelRunner {
   /** Decodes, steps and tokens so far (the batching test and the benchmark diff them). */
   readonly stats: RunnerStats;
+  /** The llama.cpp context the runner decodes on (the benchmark's step profile traces it). */
+  readonly context: LlamaContext;
   private readonly config: ModelConfig;
   private readonly pool: SlotPool<LlamaContextSequence>;
   private readonly admission: Admission<Job>;
@@ -43,6 +45,7 @@ export class ModelRunner {
     const { config, model, context } = options;
     this.config = config;
     this.stats = options.stats;
+    this.context = context;
     const eogTokens = lazyEogTokens(model);
     const control = new OutputControl(model.llama, model, eogTokens);
     const sequences = Array.from({ length: config.parallel }, () => context.getSequence());
