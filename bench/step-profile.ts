@@ -5,10 +5,10 @@
 import { cpus } from "node:os";
 import { loadConfig } from "../src/config/load.js";
 import { generate } from "../src/engine/generate.js";
-import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
+import type { LlamaEngine } from "../src/engine/llama/llama-engine.js";
 import { type NativeCall, traceNativeCalls } from "../src/engine/llama/llama-internals.js";
-import { ensureModelFile } from "../src/models/fetch.js";
 import { generationRequest, greedySampling } from "../test/support/generation-request.js";
+import { llamaEngine } from "../test/support/llama-engine.js";
 import { percentile } from "./stats.js";
 import { PROMPTS } from "./workload.js";
 
@@ -74,11 +74,7 @@ async function main(): Promise<void> {
   const base = config.models[0];
   if (base === undefined) throw new Error("no model configured");
   const model = { ...base, parallel: 16 };
-  const engine = new LlamaEngine({
-    models: [model],
-    gpu: config.gpu,
-    resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
-  });
+  const engine = llamaEngine({ ...config, models: [model] });
   await engine.start();
   try {
     const runner = engine.runners()[0];
