@@ -105,8 +105,8 @@ export async function buildServices(
   try {
     tenancy = createTenancy(store.db, {
       keySecret: loadOrCreateKeySecret(config),
-      // Upstream models too: they are granted like embedded ones.
-      modelIds: config.modelIds,
+      // Upstream models too: they are granted like embedded ones; and models added at run time.
+      modelIds: () => engine.listModels().map((m) => m.id),
       onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
       storeStatus,
       staleIfErrorMs: storeConfig.staleKeysMs,

@@ -8,6 +8,7 @@ import { RenderQueueFullError } from "../chat/template-thread.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
+  ModelMemoryError,
   PromptTooLongError,
   QueueFullError,
   QueueTimeoutError,
@@ -74,13 +75,14 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   if (err instanceof RequestAbortedError) return new ClientClosedRequestError();
   if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
   if (err instanceof EngineNotReadyError) {
-    // Loading is the whole service starting; an upstream model without a healthy endpoint is that model alone.
-    return err.detail === "loading"
-      ? new NotReadyError()
+    // Models load and unload one by one at run time: the answer names the model and what it is doing.
+    return err.detail === "loading" || err.detail === "downloading"
+      ? new NotReadyError(`The model \`${err.model}\` is ${err.detail}, please try again shortly.`)
       : new NotReadyError(
           `The model \`${err.model}\` is unavailable right now (${err.detail}), please try again shortly.`,
         );
   }
+  if (err instanceof ModelMemoryError) return new NotReadyError(err.message);
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;

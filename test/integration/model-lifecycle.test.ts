@@ -1,0 +1,198 @@
+// Models loaded and unloaded at run time on the real default model (two ids over the same GGUF): 503 while loading,
+// /health per model, unload and load, on demand, keepAlive, and the memory budget's eviction and refusal.
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import type { MemoryBudget, ModelConfig } from "../../src/config/schema.js";
+import { EngineNotReadyError, ModelMemoryError } from "../../src/engine/errors.js";
+import {
+  LlamaEngine,
+  type LlamaEngineOptions,
+  type ModelEvent,
+} from "../../src/engine/llama/llama-engine.js";
+import { ensureModelFile } from "../../src/models/fetch.js";
+import { generationRequest, greedySampling } from "../support/generation-request.js";
+import { startTestApp } from "../support/test-app.js";
+
+const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
+const base = config.models[0];
+if (base === undefined) throw new Error("no default model");
+const shape = { parallel: 2, contextSize: 1024 };
+const A: ModelConfig = { ...base, ...shape, id: "smol-a" };
+const B: ModelConfig = { ...base, ...shape, id: "smol-b" };
+
+const resolveModelPath: LlamaEngineOptions["resolveModelPath"] = (m, progress) =>
+  ensureModelFile(m, { modelsDir: config.modelsDir, ...(progress === undefined ? {} : { progress }) });
+
+const open: { close(): Promise<void> }[] = [];
+afterEach(async () => {
+  for (const h of open.splice(0)) await h.close();
+});
+afterAll(async () => {
+  for (const h of open.splice(0)) await h.close();
+});
+
+async function appOver(models: ModelConfig[], options: Partial<LlamaEngineOptions> = {}) {
+  const harness = await startTestApp<LlamaEngine>({
+    models,
+    engine: () => new LlamaEngine({ models, resolveModelPath, keepAliveSweepMs: 100, ...options }),
+  });
+  open.push(harness);
+  return harness;
+}
+
+/** Polls `check` every 50 ms until it holds; fails after `ms` (a bound, not a timing assertion). */
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 60_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const stateOf = (engine: LlamaEngine, id: string) => engine.health().find((h) => h.model === id)?.state;
+
+const hi = (model: string) => ({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 });
+
+interface HealthBody {
+  status: string;
+  models: { id: string; status: string; state?: string; progress?: { load: number }; memory?: unknown }[];
+}
+
+describe("loading at run time", () => {
+  it("answers 503 engine_overloaded with retry-after for a model still loading, serves the loaded one, then both", async () => {
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    // B's file arrives only when the test says so: B stays `downloading` while A serves.
+    const harness = await appOver([A, B], {
+      resolveModelPath: async (m, progress) => {
+        if (m.id === B.id) await gate;
+        return resolveModelPath(m, progress);
+      },
+    });
+    const { app, engine } = harness;
+    const started = engine.start();
+    await until("A serves", () => stateOf(engine, A.id) === "ready");
+
+    const health = await app.request("/health");
+    expect(health.status).toBe(200);
+    const body = (await health.json()) as HealthBody;
+    expect(body.status).toBe("degraded");
+    const [a, b] = body.models;
+    expect(a).toMatchObject({ id: A.id, status: "ok", state: "ready", progress: { load: 1 } });
+    expect(a?.memory).toMatchObject({ ram_bytes: expect.any(Number) });
+    expect(b).toMatchObject({ id: B.id, status: "downloading", state: "downloading" });
+
+    const refused = await harness.chat(hi(B.id));
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    const error = ((await refused.json()) as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe("engine_overloaded");
+    expect(error.message).toContain(B.id);
+    expect((await harness.chat(hi(A.id))).status).toBe(200);
+
+    release();
+    await started;
+    expect((await harness.chat(hi(B.id))).status).toBe(200);
+    expect(((await (await app.request("/health")).json()) as HealthBody).status).toBe("ok");
+  });
+
+  it("unloads a model (503 meanwhile) and loads it again on demand", async () => {
+    const events: ModelEvent[] = [];
+    const harness = await appOver([A, B], { onModelEvent: (e) => events.push(e) });
+    const { engine } = harness;
+    await engine.start();
+
+    await engine.unloadModel(A.id);
+    expect(stateOf(engine, A.id)).toBe("unloaded");
+    expect(engine.runners()).toHaveLength(1);
+    await expect(engine.prepare(generationRequest(A.id))).rejects.toBeInstanceOf(EngineNotReadyError);
+    // /health stays 200 (B serves); A rests unloaded.
+    const health = (await (await harness.app.request("/health")).json()) as HealthBody;
+    expect(health.models[0]).toMatchObject({ id: A.id, status: "unloaded", state: "unloaded" });
+
+    // The request that finds it unloaded starts the load and is told to come back.
+    const first = await harness.chat(hi(A.id));
+    expect(first.status).toBe(503);
+    expect(first.headers.get("retry-after")).toBe("1");
+    expect(["downloading", "loading", "ready"]).toContain(stateOf(engine, A.id));
+    await until("A is loaded on demand", () => stateOf(engine, A.id) === "ready");
+    expect((await harness.chat(hi(A.id))).status).toBe(200);
+    expect(events).toContainEqual({ model: A.id, state: "ready", reason: "on demand" });
+  });
+
+  it("unloads a model idle for its keepAlive; a model without one stays", async () => {
+    const events: ModelEvent[] = [];
+    const harness = await appOver([B, { ...A, keepAlive: "1s" }], { onModelEvent: (e) => events.push(e) });
+    const { engine } = harness;
+    await engine.start();
+    // Served (loaded again on demand should its keepAlive have run out since the start on a slow machine).
+    await until("A serves a request", async () => (await harness.chat(hi(A.id))).status === 200);
+    await until("A's keepAlive unloads it", () => stateOf(engine, A.id) === "unloaded", 20_000);
+    expect(events).toContainEqual({ model: A.id, state: "unloaded", reason: "keepAlive" });
+    // B has no keepAlive: it stays.
+    expect(stateOf(engine, B.id)).toBe("ready");
+  });
+});
+
+describe("memory budget", () => {
+  /** What one model of `shape` takes by node-llama-cpp's estimate (read from a loaded model's health). */
+  async function estimate(): Promise<number> {
+    const engine = new LlamaEngine({ models: [A], resolveModelPath });
+    try {
+      await engine.start();
+      const ram = engine.health()[0]?.memory?.ramBytes;
+      if (ram === undefined) throw new Error("no estimate");
+      return ram;
+    } finally {
+      await engine.dispose();
+    }
+  }
+
+  it("makes room by unloading the least recently used idle model, and refuses while the other is busy", async () => {
+    const one = await estimate();
+    // Room for one model and a half: never both.
+    const memory: MemoryBudget = { ram: Math.floor(one * 1.5) };
+    const events: ModelEvent[] = [];
+    const harness = await appOver([A, B], { memory, onModelEvent: (e) => events.push(e) });
+    const { engine } = harness;
+    await engine.start();
+    // At start nothing is evicted: B did not fit beside A and rests unloaded, with the reason.
+    expect(stateOf(engine, A.id)).toBe("ready");
+    expect(stateOf(engine, B.id)).toBe("unloaded");
+    expect(engine.health()[1]?.error).toMatch(/does not fit in the memory budget/);
+
+    // A request for B: A is idle, so it is unloaded for B.
+    expect((await harness.chat(hi(B.id))).status).toBe(503);
+    await until("B is loaded in A's place", () => stateOf(engine, B.id) === "ready");
+    expect(stateOf(engine, A.id)).toBe("unloaded");
+    expect(events).toContainEqual({ model: A.id, state: "unloaded", reason: `evicted for ${B.id}` });
+
+    // B busy (a generation holding its sequences, its reader absent): A cannot be loaded, with a clear error.
+    const abort = new AbortController();
+    const prepared = await engine.prepare(
+      generationRequest(B.id, {
+        sampling: greedySampling({ maxTokens: 500, ignoreEos: true }),
+        signal: abort.signal,
+      }),
+    );
+    await engine.enqueue(prepared);
+    await expect(engine.loadModel(A.id)).rejects.toBeInstanceOf(ModelMemoryError);
+    expect(stateOf(engine, B.id)).toBe("ready");
+    const refused = await harness.chat(hi(A.id));
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+      /does not fit in the memory budget/,
+    );
+
+    // Idle again: A may take B's place.
+    abort.abort();
+    await until("B is idle", () => engine.modelLoad().every((l) => l.busySequences === 0));
+    await until("A is loaded", async () => {
+      await harness.chat(hi(A.id));
+      return stateOf(engine, A.id) === "ready";
+    });
+    expect(stateOf(engine, B.id)).toBe("unloaded");
+  });
+});
