@@ -78,7 +78,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     config.modelIds,
   );
   let draining = false;
-  const graph = await buildServices(config, { engine, logger, draining: () => draining });
+  const graph = await buildServices(config, { engine, modelHost: llama, logger, draining: () => draining });
   const { services } = graph;
   metrics = services.metrics;
   // Every configured model, upstream ones included: the first org is granted all it may call.

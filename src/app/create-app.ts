@@ -134,6 +134,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     "/admin/v1",
     createAdminApp(services.tenancy, services.adminToken, {
       usage: services.usageQueries,
+      catalogue: services.catalogue,
       throttle: adminThrottle,
       clientAddress: services.clientAddress,
       logger,

@@ -8,6 +8,7 @@ import { RenderQueueFullError } from "../chat/template-thread.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
+  ModelCatalogueError,
   ModelMemoryError,
   PromptTooLongError,
   QueueFullError,
@@ -20,6 +21,7 @@ import {
 import { EndpointEjectedError } from "../engine/upstream/endpoint-pool.js";
 import { EngineDisposedError, FirstTokenTimeoutError } from "../engine/upstream/upstream-call.js";
 import { UpstreamError, UpstreamProtocolError } from "../engine/upstream/upstream-error.js";
+import { ModelEntryError } from "../models/catalogue.js";
 import { StoreUnavailableError } from "../store/store-status.js";
 import {
   AccountExistsError,
@@ -83,6 +85,13 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
         );
   }
   if (err instanceof ModelMemoryError) return new NotReadyError(err.message);
+  // The model catalogue (admin API).
+  if (err instanceof ModelCatalogueError) {
+    return err.reason === "exists"
+      ? new ConflictError(err.message)
+      : new NotFoundError(err.message, "model_not_found");
+  }
+  if (err instanceof ModelEntryError) return new InvalidRequestError(err.message, err.param ?? null);
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;

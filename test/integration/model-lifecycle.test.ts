@@ -9,9 +9,12 @@ import {
   type LlamaEngineOptions,
   type ModelEvent,
 } from "../../src/engine/llama/llama-engine.js";
+import { ModelCatalogue } from "../../src/models/catalogue.js";
 import { ensureModelFile } from "../../src/models/fetch.js";
+import { createLogger } from "../../src/observability/logger.js";
+import { CacheInvalidations } from "../../src/tenancy/invalidation.js";
 import { generationRequest, greedySampling } from "../support/generation-request.js";
-import { startTestApp } from "../support/test-app.js";
+import { startTestApp, TEST_ADMIN_TOKEN } from "../support/test-app.js";
 
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
@@ -194,5 +197,88 @@ describe("memory budget", () => {
       return stateOf(engine, A.id) === "ready";
     });
     expect(stateOf(engine, B.id)).toBe("unloaded");
+  });
+});
+
+describe("the model catalogue through the admin API", () => {
+  const admin =
+    (harness: { app: { request: (url: string, init?: RequestInit) => Response | Promise<Response> } }) =>
+    (method: string, path: string, body?: unknown) =>
+      Promise.resolve(
+        harness.app.request(`/admin/v1${path}`, {
+          method,
+          headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}`, "content-type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        }),
+      );
+
+  it("adds, serves, unloads, loads and removes a model at run time; the store keeps the changes", async () => {
+    const harness = await appOver([A]);
+    const call = admin(harness);
+    await harness.engine.start();
+
+    // hearth.yaml's checks, with the field at fault.
+    const bad = await call("POST", "/models", { id: "x", source: base.source, contextSize: 5 });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe("contextSize");
+    const upstream = await call("POST", "/models", {
+      id: "u",
+      upstream: { endpoints: [{ url: "http://x/v1" }] },
+    });
+    expect(upstream.status).toBe(400);
+    expect((await call("POST", "/models", { id: A.id, source: base.source })).status).toBe(409);
+    expect((await call("POST", "/models/nope/load")).status).toBe(404);
+
+    const added = await call("POST", "/models", {
+      id: "org/smol-c",
+      source: base.source,
+      sha256: base.sha256,
+      contextSize: 1024,
+      parallel: 2,
+      keepAlive: "10m",
+    });
+    expect(added.status).toBe(201);
+    expect(await added.json()).toMatchObject({
+      id: "org/smol-c",
+      context_size: 1024,
+      keep_alive: "10m",
+      seeded: false,
+    });
+    await until("the added model is loaded", () => stateOf(harness.engine, "org/smol-c") === "ready");
+    // Granted like any other model, then served.
+    await harness.services.tenancy.orgs.grantModel("default", "org/smol-c", "admin");
+    expect((await harness.chat(hi("org/smol-c"))).status).toBe(200);
+
+    const list = (await (await call("GET", "/models")).json()) as { data: { id: string; state: string }[] };
+    expect(list.data.map((m) => [m.id, m.state])).toEqual([
+      [A.id, "ready"],
+      ["org/smol-c", "ready"],
+    ]);
+
+    const unloaded = await call("POST", "/models/org/smol-c/unload");
+    expect(unloaded.status).toBe(200);
+    expect(await unloaded.json()).toMatchObject({ state: "unloaded" });
+    expect((await call("POST", "/models/org%2Fsmol-c/load")).status).toBe(202);
+    await until("loaded again", () => stateOf(harness.engine, "org/smol-c") === "ready");
+
+    // Removing the seed model: it stays removed for the next start (the store says so).
+    const removed = await call("DELETE", `/models/${A.id}`);
+    expect(removed.status).toBe(200);
+    expect(harness.engine.listModels().map((m) => m.id)).toEqual(["org/smol-c"]);
+    expect((await harness.chat(hi(A.id))).status).toBe(404);
+
+    // A restart: a new engine with the same seed, over the same store.
+    const restarted = new LlamaEngine({ models: [A], resolveModelPath });
+    open.push({ close: () => restarted.dispose() });
+    const catalogue = new ModelCatalogue(harness.store.db, {
+      host: restarted,
+      seed: [A],
+      servedIds: () => restarted.listModels().map((m) => m.id),
+      invalidation: new CacheInvalidations(),
+      logger: createLogger("silent"),
+    });
+    await catalogue.sync();
+    expect(restarted.listModels().map((m) => m.id)).toEqual(["org/smol-c"]);
+    expect(restarted.modelConfig("org/smol-c")).toMatchObject({ contextSize: 1024, keepAlive: "10m" });
   });
 });
