@@ -19,7 +19,9 @@ import { startTestApp, TEST_ADMIN_TOKEN } from "../support/test-app.js";
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
-const shape = { parallel: 2, contextSize: 1024 };
+// The default model's cached file as a local source: the second id is the same GGUF, nothing is downloaded again.
+const file = await ensureModelFile(base, { modelsDir: config.modelsDir });
+const shape = { parallel: 2, contextSize: 1024, source: file };
 const A: ModelConfig = { ...base, ...shape, id: "smol-a" };
 const B: ModelConfig = { ...base, ...shape, id: "smol-b" };
 
@@ -218,7 +220,7 @@ describe("the model catalogue through the admin API", () => {
     await harness.engine.start();
 
     // hearth.yaml's checks, with the field at fault.
-    const bad = await call("POST", "/models", { id: "x", source: base.source, contextSize: 5 });
+    const bad = await call("POST", "/models", { id: "x", source: file, contextSize: 5 });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { param: string } }).error.param).toBe("contextSize");
     const upstream = await call("POST", "/models", {
@@ -226,12 +228,12 @@ describe("the model catalogue through the admin API", () => {
       upstream: { endpoints: [{ url: "http://x/v1" }] },
     });
     expect(upstream.status).toBe(400);
-    expect((await call("POST", "/models", { id: A.id, source: base.source })).status).toBe(409);
+    expect((await call("POST", "/models", { id: A.id, source: file })).status).toBe(409);
     expect((await call("POST", "/models/nope/load")).status).toBe(404);
 
     const added = await call("POST", "/models", {
       id: "org/smol-c",
-      source: base.source,
+      source: file,
       sha256: base.sha256,
       contextSize: 1024,
       parallel: 2,
