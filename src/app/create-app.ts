@@ -149,6 +149,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       limiter: services.limiter,
       models: () => services.engine.listModels(),
       health: () => services.engine.health(),
+      catalogue: services.catalogue,
       adminToken: services.adminToken,
       redis: services.redis,
       clientAddress: services.clientAddress,
