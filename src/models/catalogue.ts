@@ -1,5 +1,6 @@
 // The model catalogue: hearth.yaml's embedded models are the seed, models added or removed at run time are stored
-// (model_catalogue) and every change reaches the other replicas through the cache-invalidation broadcast.
+// (model_catalogue) and every change reaches the other replicas through the cache-invalidation broadcast. Every
+// change is in the audit log, made by "admin" (the admin API, the CLI and the operator view all hold the admin token).
 import { eq } from "drizzle-orm";
 import type { ModelConfig } from "../config/schema.js";
 import { modelConfigSchema } from "../config/schema.js";
@@ -8,6 +9,7 @@ import type { ModelHealth } from "../engine/types.js";
 import type { Logger } from "../observability/logger.js";
 import type { StoreDb } from "../store/open-store.js";
 import { modelCatalogue } from "../store/schema.js";
+import { ADMIN_ACTOR, writeAudit } from "../tenancy/audit.js";
 import type { CacheInvalidation, CacheInvalidations } from "../tenancy/invalidation.js";
 import { parseModelSource } from "./source.js";
 
@@ -120,6 +122,10 @@ export class ModelCatalogue {
   /** Loads (or unloads) the model on every replica; here, resolves when it is done (load: in the background). */
   async act(id: string, action: ModelAction): Promise<void> {
     this.assertEmbedded(id);
+    const at = new Date();
+    await this.db.transaction((tx) =>
+      writeAudit(tx, { actor: ADMIN_ACTOR, action: `model.${action}`, orgId: null, target: id, at }),
+    );
     this.changed(id, action);
     await this.apply({ kind: "model", modelId: id, action });
   }
@@ -171,11 +177,23 @@ export class ModelCatalogue {
     host.loadModel(id).catch(() => undefined);
   }
 
+  /** Stores the change and its audit record together. */
   private async write(id: string, config: Record<string, unknown> | null): Promise<void> {
-    await this.db
-      .insert(modelCatalogue)
-      .values({ id, config, updatedAt: new Date() })
-      .onConflictDoUpdate({ target: modelCatalogue.id, set: { config, updatedAt: new Date() } });
+    const at = new Date();
+    await this.db.transaction(async (tx) => {
+      await tx
+        .insert(modelCatalogue)
+        .values({ id, config, updatedAt: at })
+        .onConflictDoUpdate({ target: modelCatalogue.id, set: { config, updatedAt: at } });
+      await writeAudit(tx, {
+        actor: ADMIN_ACTOR,
+        action: config === null ? "model.remove" : "model.add",
+        orgId: null,
+        target: id,
+        ...(config === null ? {} : { details: config }),
+        at,
+      });
+    });
   }
 }
 

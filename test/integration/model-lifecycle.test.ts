@@ -268,6 +268,16 @@ describe("the model catalogue through the admin API", () => {
     expect(removed.status).toBe(200);
     expect(harness.engine.listModels().map((m) => m.id)).toEqual(["org/smol-c"]);
     expect((await harness.chat(hi(A.id))).status).toBe(404);
+    // Each change is in the audit log (newest first), made by the admin token's holder.
+    const audit = await harness.services.tenancy.audit.list();
+    expect(
+      audit.filter((e) => e.action.startsWith("model.")).map((e) => [e.action, e.target, e.actor]),
+    ).toEqual([
+      ["model.remove", A.id, "admin"],
+      ["model.load", "org/smol-c", "admin"],
+      ["model.unload", "org/smol-c", "admin"],
+      ["model.add", "org/smol-c", "admin"],
+    ]);
 
     // A restart: a new engine with the same seed, over the same store.
     const restarted = new LlamaEngine({ models: [A], resolveModelPath });
