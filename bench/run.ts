@@ -2,7 +2,7 @@
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../src/config/load.js";
-import type { ModelConfig } from "../src/config/schema.js";
+import type { HearthConfig, ModelConfig } from "../src/config/schema.js";
 import type { RunnerStats } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
@@ -154,10 +154,16 @@ async function httpPhase(options: BenchOptions, modelId: string, parallel: numbe
   }
 }
 
-async function enginePhase(options: BenchOptions, model: ModelConfig, modelsDir: string, plans: Plans) {
+async function enginePhase(
+  options: BenchOptions,
+  model: ModelConfig,
+  config: Pick<HearthConfig, "modelsDir" | "gpu">,
+  plans: Plans,
+) {
   const engine = new LlamaEngine({
     models: [model],
-    resolveModelPath: (m) => ensureModelFile(m, { modelsDir }),
+    gpu: config.gpu,
+    resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
   });
   await engine.start();
   try {
@@ -190,7 +196,7 @@ async function main(): Promise<void> {
     : undefined;
   const engine =
     options.phases.includes("engine") && configured !== undefined
-      ? await enginePhase(options, { ...configured, parallel }, config.modelsDir, plans)
+      ? await enginePhase(options, { ...configured, parallel }, config, plans)
       : undefined;
   let decodeCost: DecodeCostRow[] = [];
   let decodeNoise: CpuNoise | undefined;
@@ -203,6 +209,8 @@ async function main(): Promise<void> {
       batches: DECODE_BATCHES,
       steps: options.decodeSteps,
       threads: configured.threads,
+      gpu: config.gpu ?? "auto",
+      gpuLayers: configured.gpuLayers,
     });
     decodeNoise = meter();
     if (decodeNoise !== undefined) log(`decode cost: CPU: ${describeNoise(decodeNoise)}`);

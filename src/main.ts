@@ -51,6 +51,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   // each model to its engine.
   const llama = new LlamaEngine({
     models: config.models,
+    gpu: config.gpu,
     resolveModelPath: (model, progress) =>
       ensureModelFile(model, {
         modelsDir: config.modelsDir,
@@ -109,7 +110,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
 
   const engineReady = Promise.all([llama.start(), upstream?.start()]).then(() => undefined);
   engineReady.then(
-    () => logger.info({ models: modelIds }, "models ready"),
+    async () => logger.info({ models: modelIds, gpu: (await llama.accelerator())?.gpu }, "models ready"),
     (err: unknown) => logger.error({ err }, "model loading failed"),
   );
 

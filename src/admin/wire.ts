@@ -82,6 +82,8 @@ export const usageQuerySchema = z
     since: instantParam("since").optional(),
     until: instantParam("until").optional(),
     by: z.enum(USAGE_GROUP_BY).optional(),
+    // A chat completion's `user` is at most 64 characters, so no longer one can match.
+    user: z.string().min(1).max(64).optional(),
   })
   .strict()
   .refine((q) => q.since === undefined || q.until === undefined || q.since < q.until, {
@@ -169,6 +171,8 @@ export interface UsageWire extends UsageTotals {
   since: string | null;
   until: string | null;
   by: UsageGroupBy | null;
+  /** Only the requests that sent this `user`; null: every request. */
+  user: string | null;
   /** One per day (UTC, `YYYY-MM-DD`), model or key id with usage, ordered by key; [] without `by`. */
   groups: ({ key: string } & UsageTotals)[];
 }
@@ -265,6 +269,7 @@ export function usageWire(org: Org, query: UsageQuery, summary: UsageSummary): U
     since: query.since?.toISOString() ?? null,
     until: query.until?.toISOString() ?? null,
     by: query.by ?? null,
+    user: query.user ?? null,
     ...summary.totals,
     groups: summary.groups,
   };

@@ -331,6 +331,13 @@ describe("parseChatRequest: body and top-level 400s", () => {
     ],
     ["stream a string", { stream: "yes" }, "stream", /expected a boolean, but got a string/],
     ["user a number", { user: 5 }, "user", /expected a string/],
+    ["user over 64 characters", { user: "u".repeat(65) }, "user", /'user'.*at most 64/],
+    [
+      "user an API key",
+      { user: `sk-${"A1b2".repeat(10)}xyz` },
+      "user",
+      /Invalid 'user': it has the form of an API key/,
+    ],
     ["metadata value a number", { metadata: { a: 1 } }, "metadata.a", /expected a string/],
     ["metadata an array", { metadata: ["a"] }, "metadata", /expected an object, but got an array/],
     [

@@ -1,5 +1,6 @@
 // Parses and validates a POST /v1/chat/completions body into the engine's request fields, with OpenAI-style 400s.
 import { z } from "zod";
+import { isWellFormedApiKey } from "../auth/api-key.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionRequest } from "../completions/types.js";
 import { type RequestLimits, requestLimitsSchema } from "../config/schema.js";
@@ -38,6 +39,18 @@ const METADATA_PAIRS = 16;
 const METADATA_KEY_CHARS = 64;
 /** OpenAI documents 64 characters for `safety_identifier`, which supersedes `user`; both are held to it. */
 const USER_ID_CHARS = 64;
+
+/**
+ * `user` is stored with the usage record and shown to operators and the org's members, so it must not be a secret:
+ * one with the form of a Hearth API key (a client passing its key by mistake) is refused, never stored.
+ */
+const endUserSchema = z
+  .string()
+  .max(USER_ID_CHARS)
+  .refine((user) => !isWellFormedApiKey(user.trim()), {
+    message:
+      "Invalid 'user': it has the form of an API key. Send a stable identifier of your end user (a hash of their username or email), never a secret.",
+  });
 
 /** OpenAI accepts null for every optional field and treats it as absent; dropping null keys keeps null out of the types. */
 function dropNullFields(value: unknown): unknown {
@@ -135,8 +148,8 @@ const chatRequestSchema = nullAsAbsent(
     modalities: refused(never("modalities", "Hearth produces text only.")),
     audio: refused(never("audio", "Hearth produces text only.")),
     web_search_options: refused(never("web_search_options", "Hearth has no web search.")),
-    // Accepted and ignored: none of these changes what is generated (docs/compatibility.md).
-    user: z.string().max(USER_ID_CHARS).optional(),
+    // None of these changes what is generated; `user` is recorded with the usage (docs/compatibility.md).
+    user: endUserSchema.optional(),
     safety_identifier: z.string().max(USER_ID_CHARS).optional(),
     prompt_cache_key: z.string().optional(),
     // vLLM's: narrows prefix-cache reuse to requests with the same salt, within the caller's organization.

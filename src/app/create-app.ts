@@ -54,7 +54,10 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     const whole = models.every((m) => m.status === "ok" || m.status === "unloaded");
     const loading = models.some((m) => m.status === "loading" || m.status === "downloading");
     const status = ready ? (whole ? "ok" : "degraded") : loading ? "starting" : "degraded";
-    return c.json({ status, store: store ? "ok" : "unavailable", models }, ready ? 200 : 503);
+    // The embedded engine's backend (gpu false: the CPU) and the GPU's memory, once it has started.
+    const accelerator = await services.engine.accelerator?.();
+    const engine = accelerator === undefined ? {} : { engine: accelerator };
+    return c.json({ status, store: store ? "ok" : "unavailable", ...engine, models }, ready ? 200 : 503);
   });
 
   // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.
@@ -189,6 +192,7 @@ function modelHealthWire(h: ModelHealth) {
   return {
     id: h.model,
     status: h.ready ? "ok" : (h.detail ?? "unavailable"),
+    ...(h.gpuLayers === undefined ? {} : { gpu_layers: h.gpuLayers }),
     ...(h.state === undefined ? {} : { state: h.state }),
     ...(h.progress === undefined
       ? {}

@@ -4,6 +4,7 @@ import { readAdminToken } from "../admin/admin-token.js";
 import type { ListWire, ModelWire } from "../admin/wire.js";
 import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
 import { type HearthConfig, type ModelConfig, modelConfigSchema } from "../config/schema.js";
+import type { AcceleratorState } from "../engine/types.js";
 import { ModelFetchError } from "../models/errors.js";
 import { ensureModelFile, inspectModelFile } from "../models/fetch.js";
 import { createProgressReporter } from "../models/progress.js";
@@ -17,6 +18,9 @@ interface ModelRow {
   parallel: number;
   cached: boolean;
   path: string;
+  /** What the running server reports; null when no server answers at HEARTH_URL or the model is not loaded. */
+  gpu: AcceleratorState["gpu"] | null;
+  gpuLayers: number | null;
   /** With a running server: where the model is in its lifecycle, and its download or load progress. */
   state?: string;
   progress?: string;
@@ -50,8 +54,13 @@ function table(rows: readonly (readonly string[])[]): string {
     .join("\n");
 }
 
-async function describeModel(model: ModelConfig, modelsDir: string): Promise<ModelRow> {
+async function describeModel(
+  model: ModelConfig,
+  modelsDir: string,
+  health: HealthBody | undefined,
+): Promise<ModelRow> {
   const { path, cached } = await inspectModelFile(model, modelsDir);
+  const gpuLayers = health?.models?.find((h) => h.id === model.id)?.gpu_layers;
   return {
     id: model.id,
     source: model.source,
@@ -59,40 +68,30 @@ async function describeModel(model: ModelConfig, modelsDir: string): Promise<Mod
     parallel: model.parallel,
     cached,
     path,
+    gpu: health?.engine?.gpu ?? null,
+    gpuLayers: gpuLayers ?? null,
   };
 }
 
-/**
- * The configured embedded models, then those the server serves that were added at run time; with the server's
- * state and progress when one answers.
- */
-async function describeModels(config: HearthConfig, served: ServedModel[] | undefined): Promise<ModelRow[]> {
-  const configured = new Set(config.models.map((m) => m.id));
-  const added = (served ?? []).flatMap((m) =>
-    configured.has(m.id) || m.source === undefined
-      ? []
-      : [
-          modelConfigSchema.parse({
-            id: m.id,
-            source: m.source,
-            contextSize: m.contextSize,
-            parallel: m.parallel,
-          }),
-        ],
-  );
-  return Promise.all(
-    [...config.models, ...added].map(async (model) => {
-      const row = await describeModel(model, config.modelsDir);
-      const seen = served?.find((m) => m.id === model.id);
-      return {
-        ...row,
-        ...(configured.has(model.id) ? {} : { added: true }),
-        ...(served === undefined
-          ? {}
-          : { state: seen?.state ?? "not served", progress: seen?.progress ?? "" }),
-      };
-    }),
-  );
+/** "cpu", "cuda, 12 layers"; "-" while the server does not say (not running, or the model not loaded yet). */
+function gpuCell(row: ModelRow): string {
+  if (row.gpu === null || row.gpuLayers === null) return "-";
+  return row.gpu === false ? "cpu" : `${row.gpu}, ${row.gpuLayers} layers`;
+}
+
+/** One line on the running server's backend, with the GPU's memory where RAM would be shown. */
+function engineLine(config: HearthConfig, health: HealthBody | undefined): string {
+  const configured = `configured gpu: ${String(config.gpu ?? "auto")}`;
+  const engine = health?.engine;
+  if (engine === undefined) return `Engine: unknown (no server at ${config.serverUrl}); ${configured}`;
+  if (engine.gpu === false) return `Engine: CPU (node-llama-cpp's llama.gpu is false); ${configured}`;
+  const vram =
+    engine.vram === undefined ? "" : `; VRAM ${gib(engine.vram.used)} used of ${gib(engine.vram.total)} GiB`;
+  return `Engine: GPU ${engine.gpu}${vram}; ${configured}`;
+}
+
+function gib(bytes: number): string {
+  return (bytes / 2 ** 30).toFixed(1);
 }
 
 interface UpstreamRow {
@@ -102,8 +101,10 @@ interface UpstreamRow {
 
 /** The server's /health body, as far as the CLI reads it. */
 interface HealthBody {
+  engine?: AcceleratorState;
   models?: {
     id: string;
+    gpu_layers?: number;
     state?: string;
     progress?: ProgressWire;
     error?: string;
@@ -111,13 +112,7 @@ interface HealthBody {
   }[];
 }
 
-interface ProgressWire {
-  downloaded_bytes: number;
-  total_bytes?: number | null;
-  load: number;
-}
-
-/** The running server's /health; undefined when none answers at HEARTH_URL. */
+/** The running server's /health body; undefined when no server answers at HEARTH_URL. */
 async function fetchHealth(config: HearthConfig): Promise<HealthBody | undefined> {
   try {
     const response = await fetch(`${config.serverUrl}/health`, { signal: AbortSignal.timeout(2_000) });
@@ -125,6 +120,12 @@ async function fetchHealth(config: HearthConfig): Promise<HealthBody | undefined
   } catch {
     return undefined;
   }
+}
+
+interface ProgressWire {
+  downloaded_bytes: number;
+  total_bytes?: number | null;
+  load: number;
 }
 
 /** An embedded model as the running server serves it: from the admin API (with the token), else from /health. */
@@ -182,6 +183,43 @@ async function servedModels(
     state: m.state ?? "unknown",
     progress: progressText(m.state ?? "", m.progress, m.error),
   }));
+}
+
+/**
+ * The configured embedded models, then those the server serves that were added at run time; with the server's
+ * state and progress when one answers.
+ */
+async function describeModels(
+  config: HearthConfig,
+  served: ServedModel[] | undefined,
+  health: HealthBody | undefined,
+): Promise<ModelRow[]> {
+  const configured = new Set(config.models.map((m) => m.id));
+  const added = (served ?? []).flatMap((m) =>
+    configured.has(m.id) || m.source === undefined
+      ? []
+      : [
+          modelConfigSchema.parse({
+            id: m.id,
+            source: m.source,
+            contextSize: m.contextSize,
+            parallel: m.parallel,
+          }),
+        ],
+  );
+  return Promise.all(
+    [...config.models, ...added].map(async (model) => {
+      const row = await describeModel(model, config.modelsDir, health);
+      const seen = served?.find((m) => m.id === model.id);
+      return {
+        ...row,
+        ...(configured.has(model.id) ? {} : { added: true }),
+        ...(served === undefined
+          ? {}
+          : { state: seen?.state ?? "not served", progress: seen?.progress ?? "" }),
+      };
+    }),
+  );
 }
 
 /**
@@ -243,18 +281,15 @@ export function registerModelsCommands(
   models
     .command("list")
     .description(
-      "list the configured models: embedded ones with their files in the cache, upstream ones with each endpoint's health",
+      "list the configured models: embedded ones with their files in the cache and the running server's backend (CPU or GPU), upstream ones with each endpoint's health",
     )
     .option("--json", "print a JSON array")
     .action(async (options: { json?: boolean }) => {
       try {
         const config = loadConfig();
-        const health =
-          config.upstreamModels.length > 0 || config.models.length > 0
-            ? await fetchHealth(config)
-            : undefined;
+        const health = await fetchHealth(config);
         const served = await servedModels(config, health);
-        const rows = await describeModels(config, served);
+        const rows = await describeModels(config, served, health);
         const upstream = describeUpstreamModels(config, health);
         if (options.json === true) {
           out(`${JSON.stringify([...rows, ...upstream], null, 2)}\n`);
@@ -267,6 +302,7 @@ export function registerModelsCommands(
           "SOURCE",
           "CONTEXT",
           "PARALLEL",
+          "GPU",
           "CACHED",
           ...(states ? ["STATE", "PROGRESS"] : []),
           "PATH",
@@ -276,11 +312,12 @@ export function registerModelsCommands(
           r.source,
           String(r.contextSize),
           String(r.parallel),
+          gpuCell(r),
           r.cached ? "yes" : "no",
           ...(states ? [r.state ?? "not served", r.progress ?? ""] : []),
           r.path,
         ]);
-        if (lines.length > 0) out(`${table([header, ...lines])}\n`);
+        if (lines.length > 0) out(`${table([header, ...lines])}\n${engineLine(config, health)}\n`);
         if (upstream.length > 0) {
           const endpointLines = upstream.flatMap((m) =>
             m.upstream.endpoints.map((e) => [m.id, m.upstream.model, e.url, e.health]),

@@ -136,6 +136,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     keySecret,
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",
+    gpu: parsed.data.gpu,
   };
 }
 

@@ -5,6 +5,18 @@ import { parseByteSize, parseKeepAlive } from "./durations.js";
 
 export const DEFAULT_MODEL_ID = "smollm2-135m-instruct";
 
+/** `gpu`: node-llama-cpp's prebuilt backends; auto = the GPU when one works, else the CPU (docs/models.md). */
+const gpuSchema = z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)], {
+  error: (issue) =>
+    `expected auto, cuda, vulkan or false (the CPU), but got ${JSON.stringify(issue.input) ?? "nothing"}`,
+});
+
+/** Layers offloaded to the GPU, as node-llama-cpp's loadModel({ gpuLayers }) takes them. */
+const gpuLayersSchema = z.union([z.number().int().min(0).max(10_000), z.enum(["auto", "max"])], {
+  error: (issue) =>
+    `expected a whole number of layers (0 = none), auto (as many as fit in free VRAM) or max (all), but got ${JSON.stringify(issue.input) ?? "nothing"}`,
+});
+
 export const modelConfigSchema = z
   .object({
     id: z
@@ -36,6 +48,7 @@ export const modelConfigSchema = z
       .default(30_000)
       .describe("longest wait in the queue before the request is refused with 503"),
     threads: z.number().int().min(0).max(256).default(0).describe("0 = the cores this process may use"),
+    gpuLayers: gpuLayersSchema.default("auto").describe("layers offloaded to the GPU (ignored on the CPU)"),
     batchSize: z.number().int().min(16).max(8192).default(512),
     prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),
     promptCharsPerToken: z
@@ -418,10 +431,12 @@ export const fileConfigSchema = z
     models: z.array(modelEntrySchema).min(1).optional(),
     metrics: metricsConfigSchema.default({}),
     memory: memoryBudgetSchema.optional(),
+    gpu: gpuSchema.default("auto"),
   })
   .strict();
 
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
+export type GpuSetting = z.infer<typeof gpuSchema>;
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 export type RequestLimits = z.infer<typeof requestLimitsSchema>;
 
@@ -460,4 +475,6 @@ export interface HearthConfig {
   /** Where the CLI finds a running server. */
   serverUrl: string;
   logLevel: string;
+  /** The embedded engine's backend; optional (default auto) so configs built by hand need not name it. */
+  gpu?: GpuSetting | undefined;
 }

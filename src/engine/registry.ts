@@ -3,6 +3,7 @@
 // added at run time. Engines may add and remove models at run time: a model is looked up when it is asked for.
 import { UnknownModelError } from "./errors.js";
 import type {
+  AcceleratorState,
   Engine,
   Generation,
   GenerationRequest,
@@ -71,6 +72,15 @@ export class EngineRegistry implements Engine {
       this.engines.flatMap((e) => e.modelLoad()),
       (l) => l.model,
     );
+  }
+
+  /** The embedded engine's (at most one engine computes here). */
+  async accelerator(): Promise<AcceleratorState | undefined> {
+    for (const engine of this.engines) {
+      const state = await engine.accelerator?.();
+      if (state !== undefined) return state;
+    }
+    return undefined;
   }
 
   async drain(): Promise<void> {

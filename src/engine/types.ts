@@ -88,6 +88,8 @@ export interface GenerationRequest {
   cacheSalt?: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
+  /** OpenAI's `user` (the caller's end-user id): upstream engines receive it; it never changes what is generated. */
+  user?: string;
   /**
    * Whether `prepare` must count the prompt exactly (a TPM pre-charge, whose organization has a tokens limit). False:
    * an engine that would have to ask another server for the count (an upstream's tokenize route, a round trip)
@@ -218,6 +220,16 @@ export interface ModelHealth {
   error?: string;
   /** Upstream models: each endpoint. */
   endpoints?: EndpointHealth[];
+  /** Embedded models once loaded: layers offloaded to the GPU (0 on the CPU). */
+  gpuLayers?: number;
+}
+
+/** What the embedded engine computes on: node-llama-cpp's backend, and on a GPU its memory (bytes). */
+export interface AcceleratorState {
+  /** The backend node-llama-cpp loaded: a GPU type, or false for the CPU. */
+  gpu: "cuda" | "vulkan" | "metal" | false;
+  /** On a GPU: VRAM of all devices together, as llama.cpp reports it. */
+  vram?: { total: number; used: number; free: number };
 }
 
 /** One model's load right now (the metrics gauges). */
@@ -264,5 +276,7 @@ export interface Engine {
   drain(): Promise<void>;
   /** Every loaded model's sequences and queue right now. */
   modelLoad(): ModelLoad[];
+  /** The embedded engine's backend once started; engines that compute nothing here do not have it. */
+  accelerator?(): Promise<AcceleratorState | undefined>;
   dispose(): Promise<void>;
 }

@@ -128,6 +128,9 @@ export const usageRecords = pgTable(
     // "completed" (the reply was sent whole), "aborted" (the client left), "error" (failed after admission).
     status: text("status").notNull(),
     latencyMs: integer("latency_ms").notNull(),
+    // The request's `user` (the caller's end-user id, at most 64 characters); null when absent. Not `user`: a
+    // reserved word in SQL.
+    user: text("end_user"),
   },
   (t) => [
     index("usage_records_org_at_idx").on(t.orgId, t.at),

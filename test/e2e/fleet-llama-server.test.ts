@@ -132,16 +132,19 @@ describe("a Hearth gateway in front of llama-server", () => {
     expect(plainChunks.some((c) => c.usage !== undefined && c.usage !== null)).toBe(false);
   });
 
-  it("records the usage llama-server reported, for the gateway's organization", async () => {
+  it("records the usage llama-server reported, for the gateway's organization and the request's user", async () => {
     const before = JSON.parse((await hearthCli(gateway, ["usage", "--org", "default", "--json"])).stdout) as {
       completion_tokens: number;
       requests: number;
     };
+    // The gateway forwards `user`; llama-server takes the request with it (it ignores the field).
+    const user = "llama-server-end-user";
     const completion = await client.chat.completions.create({
       model: MODEL,
       messages,
       max_tokens: 7,
       temperature: 0,
+      user,
     });
     let after = before;
     for (let i = 0; i < 40 && after.requests === before.requests; i++) {
@@ -152,6 +155,10 @@ describe("a Hearth gateway in front of llama-server", () => {
     }
     expect(after.requests).toBe(before.requests + 1);
     expect(after.completion_tokens - before.completion_tokens).toBe(completion.usage?.completion_tokens);
+    const byUser = JSON.parse(
+      (await hearthCli(gateway, ["usage", "--org", "default", "--user", user, "--json"])).stdout,
+    ) as typeof before;
+    expect(byUser).toMatchObject({ requests: 1, completion_tokens: completion.usage?.completion_tokens });
   });
 
   it("refuses tools with a 400 naming why, not a plain-text answer: this llama-server's template cannot call tools", async () => {

@@ -35,10 +35,22 @@ interface UsageTotals {
   total_tokens: number;
 }
 
-async function usageOf(server: Pick<ServerProcess, "url" | "dataDir">): Promise<UsageTotals> {
-  const { stdout } = await hearthCli(server, ["usage", "--org", "default", "--json"]);
+async function usageOf(
+  server: Pick<ServerProcess, "url" | "dataDir">,
+  ...args: string[]
+): Promise<UsageTotals> {
+  const { stdout } = await hearthCli(server, ["usage", "--org", "default", "--json", ...args]);
   const { requests, prompt_tokens, completion_tokens, total_tokens } = JSON.parse(stdout) as UsageTotals;
   return { requests, prompt_tokens, completion_tokens, total_tokens };
+}
+
+/** The workers' usage added up: what the gateway's records must equal. */
+function sumOf(totals: UsageTotals[]): UsageTotals {
+  const sum: UsageTotals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  for (const t of totals) {
+    for (const field of Object.keys(sum) as (keyof UsageTotals)[]) sum[field] += t[field];
+  }
+  return sum;
 }
 
 const requestsServed = (w: ServerProcess) => metricSum(w.url, "hearth_requests_total");
@@ -132,18 +144,28 @@ describe("chat completions through the fleet", () => {
       seen.total_tokens += u?.total_tokens ?? 0;
     };
     const messages = [{ role: "user" as const, content: "Name three colors." }];
+    // The end user's id goes upstream with the request: the workers record it too.
+    const user = "fleet-end-user-1";
+    const seenByUser: UsageTotals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
-    const plain = await client.chat.completions.create({ model: FLEET_MODEL, messages, max_tokens: 16 });
+    const plain = await client.chat.completions.create({
+      model: FLEET_MODEL,
+      messages,
+      max_tokens: 16,
+      user,
+    });
     expect(plain.model).toBe(FLEET_MODEL);
     expect(plain.id).toMatch(/^chatcmpl-/);
     expect(plain.choices[0]?.message.content?.length).toBeGreaterThan(0);
     expect(plain.usage?.completion_tokens).toBeGreaterThan(0);
     add(plain.usage);
+    Object.assign(seenByUser, seen);
 
     const stream = await client.chat.completions.create({
       model: FLEET_MODEL,
       messages,
       max_tokens: 16,
+      user,
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -158,6 +180,7 @@ describe("chat completions through the fleet", () => {
     const deltas = chunks.filter((c) => (c.choices[0]?.delta.content ?? "") !== "").length;
     expect(last?.usage?.completion_tokens).toBeGreaterThanOrEqual(deltas);
     add(last?.usage ?? undefined);
+    Object.assign(seenByUser, seen);
 
     // Without include_usage: no usage chunk (the gateway still asks the worker for usage, for its records).
     const quiet = await consume({ messages, max_tokens: 8 });
@@ -192,19 +215,17 @@ describe("chat completions through the fleet", () => {
     let workerSum: UsageTotals | undefined;
     await waitFor("the usage records of 4 requests", async () => {
       gatewayUsage = await usageOf(gateway.server);
-      const [a, b] = await Promise.all(workers.map(usageOf));
-      workerSum = {
-        requests: (a?.requests ?? 0) + (b?.requests ?? 0),
-        prompt_tokens: (a?.prompt_tokens ?? 0) + (b?.prompt_tokens ?? 0),
-        completion_tokens: (a?.completion_tokens ?? 0) + (b?.completion_tokens ?? 0),
-        total_tokens: (a?.total_tokens ?? 0) + (b?.total_tokens ?? 0),
-      };
+      workerSum = sumOf(await Promise.all(workers.map((w) => usageOf(w))));
       return gatewayUsage.requests === 4 && workerSum.requests === 4;
     });
     expect(gatewayUsage).toEqual(workerSum);
     const quietTokens = (gatewayUsage?.total_tokens ?? 0) - seen.total_tokens;
     expect(quietTokens).toBeGreaterThan(0);
     expect((gatewayUsage?.completion_tokens ?? 0) - seen.completion_tokens).toBeGreaterThan(0);
+
+    // The two requests that sent `user`: exactly what their responses reported, at the gateway and the workers.
+    expect(await usageOf(gateway.server, "--user", user)).toEqual(seenByUser);
+    expect(sumOf(await Promise.all(workers.map((w) => usageOf(w, "--user", user))))).toEqual(seenByUser);
   });
 
   it("lists fleet-smol with the workers' context length; 404 without a grant; 429 before any worker", async () => {

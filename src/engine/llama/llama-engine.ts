@@ -1,12 +1,13 @@
 // The Engine port on node-llama-cpp: each model is loaded and unloaded at run time (states with progress), within a
 // memory budget (least recently used idle models make room) and its keepAlive; requests go to its runner.
-import { getLlama, type Llama, LlamaLogLevel } from "node-llama-cpp";
+import type { Llama } from "node-llama-cpp";
 import { TemplateThread } from "../../chat/template-thread.js";
 import { parseKeepAlive } from "../../config/durations.js";
-import type { MemoryBudget, ModelConfig } from "../../config/schema.js";
+import type { GpuSetting, MemoryBudget, ModelConfig } from "../../config/schema.js";
 import type { ProgressReporter } from "../../models/progress.js";
 import { EngineNotReadyError, ModelCatalogueError, ModelMemoryError, UnknownModelError } from "../errors.js";
 import type {
+  AcceleratorState,
   Engine,
   Generation,
   GenerationRequest,
@@ -19,6 +20,7 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../types.js";
+import { acceleratorState, loadLlama } from "./backend.js";
 import { usableCores } from "./cpu.js";
 import { planEviction } from "./memory-budget.js";
 import { disposeModel, estimateModelMemory, type LoadedModel, loadModel } from "./model-loader.js";
@@ -27,6 +29,8 @@ import { LlamaPreparedRequest } from "./prepared-request.js";
 
 export interface LlamaEngineOptions {
   models: ModelConfig[];
+  /** node-llama-cpp's backend (config `gpu`); default auto: the GPU when one works, else the CPU. */
+  gpu?: GpuSetting | undefined;
   /** Resolves a model to its local .gguf path (fetching it on first use), reporting the download to `progress`. */
   resolveModelPath: (model: ModelConfig, progress?: ProgressReporter) => Promise<string>;
   onModelLoaded?: (model: ModelConfig, path: string) => void;
@@ -274,18 +278,21 @@ export class LlamaEngine implements Engine {
       slot.state = "unloaded";
     }
     await this.templateThread.dispose();
-    if (this.llama !== undefined) await (await this.llama).dispose();
+    // A backend that failed to load (an explicit GPU that is not there) has nothing to dispose.
+    const llama = await this.llama?.catch(() => undefined);
+    await llama?.dispose();
+  }
+
+  /** The backend node-llama-cpp loaded (and the GPU's memory); undefined until the first load has made it. */
+  async accelerator(): Promise<AcceleratorState | undefined> {
+    const llama = await this.llama?.catch(() => undefined);
+    return llama === undefined ? undefined : acceleratorState(llama);
   }
 
   /** The llama.cpp bindings, made on the first load (an engine that never loads a model never makes them). */
   private llamaInstance(): Promise<Llama> {
     // Never the library's default thread count: it oversubscribes small machines (see engine notes).
-    this.llama ??= getLlama({
-      gpu: false,
-      build: "never",
-      maxThreads: usableCores(),
-      logLevel: LlamaLogLevel.error,
-    });
+    this.llama ??= loadLlama(this.options.gpu ?? "auto", usableCores());
     return this.llama;
   }
 
@@ -374,7 +381,8 @@ export class LlamaEngine implements Engine {
       progress: { ...slot.progress },
       ...(slot.memory === undefined ? {} : { memory: slot.memory }),
     };
-    if (slot.state === "ready") return { ...common, ready: true };
+    if (slot.state === "ready")
+      return { ...common, ready: true, gpuLayers: slot.loaded?.model.gpuLayers ?? 0 };
     return {
       ...common,
       ready: false,

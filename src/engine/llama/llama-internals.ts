@@ -26,6 +26,12 @@ export const LLAMA_INTERNALS = Object.freeze({
    * one-token decode takes a thread fewer. Fallback: every decode uses the configured threads.
    */
   setThreads: "LlamaContext._ctx.setThreads",
+  /**
+   * Sampling with no top-k stage at all: the library drops options set to null before its sampler sees them (an
+   * absent `topK` would default to 40). Fallback: `topK: 0`, a top-k over the whole vocabulary, which sorts every
+   * logit on every token.
+   */
+  noTopK: "LlamaContextSequence._resolveSamplerConfig",
 } as const);
 
 export type LlamaInternal = keyof typeof LLAMA_INTERNALS;
@@ -75,6 +81,23 @@ export function overrideDecodeThreads(context: LlamaContext, choose: (requested:
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * The `topK` option that leaves top-k out of the sampler chain (OpenAI has no top-k): null when the library drops
+ * it, else 0 (a top-k over the whole vocabulary: the same draw, after a sort of every logit). Read once per model.
+ */
+export function unboundedTopK(sequence: LlamaContextSequence): number {
+  const resolve = (sequence as unknown as { _resolveSamplerConfig?: unknown })._resolveSamplerConfig;
+  if (typeof resolve !== "function") return 0;
+  try {
+    const config = (resolve as (options: { topK: null }) => unknown).call(sequence, { topK: null });
+    const dropped = typeof config === "object" && config !== null && !("topK" in config);
+    // The library types topK as a number; null is what its own option resolver removes.
+    return dropped ? (null as unknown as number) : 0;
+  } catch {
+    return 0;
   }
 }
 

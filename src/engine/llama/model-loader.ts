@@ -60,6 +60,7 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
   const { llama, config, path, cores } = options;
   const model = await llama.loadModel({
     modelPath: path,
+    gpuLayers: config.gpuLayers,
     ...(options.onLoadProgress === undefined ? {} : { onLoadProgress: options.onLoadProgress }),
   });
   try {

@@ -8,6 +8,7 @@ import type { Generation, GenerationRequest, ModelLoad } from "../types.js";
 import { Admission } from "./admission.js";
 import type { RunnerStats } from "./batching.js";
 import { Job } from "./job.js";
+import { unboundedTopK } from "./llama-internals.js";
 import { OutputControl } from "./output-control.js";
 import { type LlamaPreparedRequest, RequestPreparer } from "./prepared-request.js";
 import { lazyEogTokens } from "./sampling-options.js";
@@ -43,7 +44,8 @@ export class ModelRunner {
     this.stats = options.stats;
     const eogTokens = lazyEogTokens(model);
     const control = new OutputControl(model.llama, model, eogTokens);
-    this.pool = new SlotPool(Array.from({ length: config.parallel }, () => context.getSequence()));
+    const sequences = Array.from({ length: config.parallel }, () => context.getSequence());
+    this.pool = new SlotPool(sequences);
     this.preparer = new RequestPreparer({
       model,
       contextSize: config.contextSize,
@@ -69,6 +71,7 @@ export class ModelRunner {
       pool: this.pool,
       control,
       eogTokens,
+      noTopK: unboundedTopK(sequences[0] as LlamaContextSequence),
       prefillChunk: config.prefillChunk,
       batchSize: config.batchSize,
       stats: this.stats,

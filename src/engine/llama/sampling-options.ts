@@ -10,11 +10,13 @@ export interface ChoiceSampling {
   control: OutputControl;
   /** Every end-of-generation token of the vocabulary. */
   eogTokens: () => readonly Token[];
+  /** The `topK` that leaves top-k out of the chain (`unboundedTopK`): OpenAI has no top-k. */
+  noTopK: number;
 }
 
 /** Options of `sequence.evaluate` for choice `choice` of a request, generated on sequence `sequenceId`. */
 export function evaluateOptions(
-  { model, control, eogTokens }: ChoiceSampling,
+  { model, control, eogTokens, noTopK }: ChoiceSampling,
   sampling: SamplingParams,
   prepared: PreparedOutput | undefined,
   choice: ChoiceStream,
@@ -35,8 +37,9 @@ export function evaluateOptions(
   return {
     temperature: sampling.temperature,
     topP: sampling.topP,
-    // OpenAI has no top-k: sample over the whole vocabulary.
-    topK: 0,
+    // OpenAI has no top-k: the whole vocabulary, unsorted. A draw needs no sort; top_p < 1 sorts only the head it
+    // keeps, and temperature 0 is an argmax.
+    topK: noTopK,
     minP: 0,
     seed: (sampling.seed + choice.index) >>> 0,
     yieldEogToken: true,

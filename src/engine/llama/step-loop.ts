@@ -15,6 +15,8 @@ export interface StepLoopOptions {
   pool: SlotPool<LlamaContextSequence>;
   control: OutputControl;
   eogTokens: () => readonly Token[];
+  /** The `topK` that leaves top-k out of the sampler chain (`unboundedTopK`). */
+  noTopK: number;
   /** Prompt tokens per step while other choices generate (they wait for the whole step). */
   prefillChunk: number;
   /** Prompt tokens per step when nothing generates. */
@@ -43,7 +45,12 @@ export class StepLoop {
   private readonly sampling: ChoiceSampling;
 
   constructor(private readonly options: StepLoopOptions) {
-    this.sampling = { model: options.model, control: options.control, eogTokens: options.eogTokens };
+    this.sampling = {
+      model: options.model,
+      control: options.control,
+      eogTokens: options.eogTokens,
+      noTopK: options.noTopK,
+    };
   }
 
   /** Jobs holding sequences. */
@@ -103,7 +110,7 @@ export class StepLoop {
       if (job.state !== "prefill" || job.cancelled) continue;
       const lease = job.lease as SlotChoice;
       const primary = pool.slot(lease.primary);
-      if (!job.prepared) await this.preparePrimary(job, primary, lease.reusable);
+      if (!job.prepared) await this.preparePrimary(job, primary, lease);
       const end = job.prompt.length - 1;
       if (job.prefillPos < end && budget > 0) {
         const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
@@ -162,13 +169,27 @@ export class StepLoop {
     }
   }
 
-  /** Keeps the cached prefix the lease found, erases the rest of the sequence, records the cache scope. */
+  /**
+   * Keeps the cached prefix the lease found (copied from its source slot, when it has one), erases the rest of the
+   * sequence, records the cache scope.
+   */
   private async preparePrimary(
     job: Job,
     primary: Slot<LlamaContextSequence>,
-    reusable: number,
+    lease: SlotChoice,
   ): Promise<void> {
     const sequence = primary.sequence;
+    let reusable = lease.reusable;
+    if (lease.source !== undefined) {
+      const source = this.options.pool.slot(lease.source).sequence;
+      const copied = await copySequenceState(sequence, source, reusable);
+      this.options.pool.releaseSource(lease);
+      if (!copied) {
+        // The copy is a library internal: evaluate the whole prompt instead.
+        await sequence.clearHistory();
+        reusable = 0;
+      }
+    }
     if (sequence.nextTokenIndex > reusable) {
       await sequence.eraseContextTokenRanges([{ start: reusable, end: sequence.nextTokenIndex }]);
     }

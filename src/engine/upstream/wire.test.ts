@@ -112,6 +112,16 @@ describe("upstreamRequestBody", () => {
     });
   });
 
+  it("user goes to every dialect as the client sent it, and only when given", () => {
+    const tagged = request({ messages: [{ role: "user", content: "Hi" }], user: "end-user-7f3a" });
+    for (const kind of KINDS) {
+      expect(upstreamRequestBody(tagged, { model: "m", kind, cacheSalt: "org_A" }).user).toBe(
+        "end-user-7f3a",
+      );
+      expect(upstreamRequestBody(plain, { model: "m", kind, cacheSalt: "org_A" })).not.toHaveProperty("user");
+    }
+  });
+
   it("n is sent when above 1; max_tokens and stop only when set; ignore_eos only where accepted", () => {
     const bare = request({ messages: [{ role: "user", content: "Hi" }], n: 3 });
     const body = upstreamRequestBody(bare, { model: "m", kind: "openai", cacheSalt: "s" });

@@ -84,6 +84,9 @@ export function upstreamRequestBody(
   // Sent when false too: some templates (Qwen3) think unless told not to, and Hearth's default is off.
   if (traits.templateKwargs) body.chat_template_kwargs = { enable_thinking: request.enableThinking };
   if (traits.cacheSalt && options.cacheSalt !== "") body.cache_salt = options.cacheSalt;
+  // OpenAI's own field, which every dialect accepts (vLLM and SGLang take it, llama-server and Ollama ignore it);
+  // a Hearth worker records it with its usage. As the client sent it: the organization stays with the gateway.
+  if (request.user !== undefined && request.user !== "") body.user = request.user;
   if (request.output !== undefined) Object.assign(body, outputFields(request.output));
   return body;
 }
