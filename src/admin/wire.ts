@@ -1,6 +1,7 @@
 // Wire shapes of the admin API: zod request bodies and the JSON renderings of orgs, keys, users, usage and audit
 // entries.
 import { z } from "zod";
+import type { CatalogueEntry } from "../models/catalogue.js";
 import type { AuditEntry } from "../tenancy/audit.js";
 import type { CreatedKey, CreatedUser, KeyInfo, Org, OrgUser } from "../tenancy/types.js";
 import {
@@ -277,3 +278,32 @@ export function usageWire(org: Org, query: UsageQuery, summary: UsageSummary): U
 export function listWire<T>(data: T[]): ListWire<T> {
   return { object: "list", data };
 }
+
+/** An embedded model as the admin API lists it: its config, where it is in its lifecycle, its progress and memory. */
+export function modelWire(entry: CatalogueEntry) {
+  const { config, health } = entry;
+  return {
+    object: "model" as const,
+    id: config.id,
+    source: config.source,
+    context_size: config.contextSize,
+    parallel: config.parallel,
+    keep_alive: config.keepAlive ?? null,
+    /** From hearth.yaml (else added at run time). */
+    seeded: entry.seeded,
+    state: health?.state ?? "unloaded",
+    status: health === undefined ? "unavailable" : health.ready ? "ok" : (health.detail ?? "unavailable"),
+    progress: {
+      downloaded_bytes: health?.progress?.downloadedBytes ?? 0,
+      total_bytes: health?.progress?.totalBytes ?? null,
+      load: health?.progress?.load ?? 0,
+    },
+    memory:
+      health?.memory === undefined
+        ? null
+        : { ram_bytes: health.memory.ramBytes, vram_bytes: health.memory.vramBytes },
+    error: health?.error ?? null,
+  };
+}
+
+export type ModelWire = ReturnType<typeof modelWire>;

@@ -1,12 +1,15 @@
 // `hearth models list` and `hearth models pull`: the configured models and their files in the local cache.
 import type { Command } from "commander";
+import { readAdminToken } from "../admin/admin-token.js";
+import type { ListWire, ModelWire } from "../admin/wire.js";
 import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
-import type { HearthConfig, ModelConfig } from "../config/schema.js";
+import { type HearthConfig, type ModelConfig, modelConfigSchema } from "../config/schema.js";
 import type { AcceleratorState } from "../engine/types.js";
 import { ModelFetchError } from "../models/errors.js";
 import { ensureModelFile, inspectModelFile } from "../models/fetch.js";
 import { createProgressReporter } from "../models/progress.js";
 import { ModelSourceError } from "../models/source.js";
+import { AdminClient } from "./admin/client.js";
 
 interface ModelRow {
   id: string;
@@ -18,6 +21,11 @@ interface ModelRow {
   /** What the running server reports; null when no server answers at HEARTH_URL or the model is not loaded. */
   gpu: AcceleratorState["gpu"] | null;
   gpuLayers: number | null;
+  /** With a running server: where the model is in its lifecycle, and its download or load progress. */
+  state?: string;
+  progress?: string;
+  /** Added at run time (not in hearth.yaml). */
+  added?: boolean;
 }
 
 /** Errors whose message is the whole story; anything else is still printed as one line, never with a stack. */
@@ -97,6 +105,9 @@ interface HealthBody {
   models?: {
     id: string;
     gpu_layers?: number;
+    state?: string;
+    progress?: ProgressWire;
+    error?: string;
     endpoints?: { url: string; status: string; in_flight: number; error?: string }[];
   }[];
 }
@@ -109,6 +120,106 @@ async function fetchHealth(config: HearthConfig): Promise<HealthBody | undefined
   } catch {
     return undefined;
   }
+}
+
+interface ProgressWire {
+  downloaded_bytes: number;
+  total_bytes?: number | null;
+  load: number;
+}
+
+/** An embedded model as the running server serves it: from the admin API (with the token), else from /health. */
+interface ServedModel {
+  id: string;
+  state: string;
+  progress: string;
+  /** Models added at run time: what the admin API says of them. */
+  source?: string;
+  contextSize?: number;
+  parallel?: number;
+}
+
+/** "downloading 12.3/90.1 MB", "loading 40%", "ready", or the failure. */
+export function progressText(
+  state: string,
+  progress: ProgressWire | undefined,
+  error?: string | null,
+): string {
+  const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
+  if (state === "downloading" && progress !== undefined) {
+    const total = progress.total_bytes;
+    return total === undefined || total === null
+      ? `${mb(progress.downloaded_bytes)} MB`
+      : `${mb(progress.downloaded_bytes)}/${mb(total)} MB`;
+  }
+  if (state === "loading" && progress !== undefined) return `${Math.floor(progress.load * 100)}%`;
+  if (error !== undefined && error !== null) return error;
+  return "";
+}
+
+async function servedModels(
+  config: HearthConfig,
+  health: HealthBody | undefined,
+): Promise<ServedModel[] | undefined> {
+  if (readAdminToken(config) !== undefined) {
+    try {
+      const list = await new AdminClient(config, fetch).get<ListWire<ModelWire>>("/models");
+      return list.data.map((m) => ({
+        id: m.id,
+        state: m.state,
+        progress: progressText(m.state, m.progress, m.error),
+        source: m.source,
+        contextSize: m.context_size,
+        parallel: m.parallel,
+      }));
+    } catch {
+      // No server, or a token it does not take: /health still tells the states.
+    }
+  }
+  const models = health?.models?.filter((m) => m.state !== undefined);
+  if (models === undefined || models.length === 0) return undefined;
+  return models.map((m) => ({
+    id: m.id,
+    state: m.state ?? "unknown",
+    progress: progressText(m.state ?? "", m.progress, m.error),
+  }));
+}
+
+/**
+ * The configured embedded models, then those the server serves that were added at run time; with the server's
+ * state and progress when one answers.
+ */
+async function describeModels(
+  config: HearthConfig,
+  served: ServedModel[] | undefined,
+  health: HealthBody | undefined,
+): Promise<ModelRow[]> {
+  const configured = new Set(config.models.map((m) => m.id));
+  const added = (served ?? []).flatMap((m) =>
+    configured.has(m.id) || m.source === undefined
+      ? []
+      : [
+          modelConfigSchema.parse({
+            id: m.id,
+            source: m.source,
+            contextSize: m.contextSize,
+            parallel: m.parallel,
+          }),
+        ],
+  );
+  return Promise.all(
+    [...config.models, ...added].map(async (model) => {
+      const row = await describeModel(model, config.modelsDir, health);
+      const seen = served?.find((m) => m.id === model.id);
+      return {
+        ...row,
+        ...(configured.has(model.id) ? {} : { added: true }),
+        ...(served === undefined
+          ? {}
+          : { state: seen?.state ?? "not served", progress: seen?.progress ?? "" }),
+      };
+    }),
+  );
 }
 
 /**
@@ -177,13 +288,25 @@ export function registerModelsCommands(
       try {
         const config = loadConfig();
         const health = await fetchHealth(config);
-        const rows = await Promise.all(config.models.map((m) => describeModel(m, config.modelsDir, health)));
+        const served = await servedModels(config, health);
+        const rows = await describeModels(config, served, health);
         const upstream = describeUpstreamModels(config, health);
         if (options.json === true) {
           out(`${JSON.stringify([...rows, ...upstream], null, 2)}\n`);
           return;
         }
-        const header = ["ID", "SOURCE", "CONTEXT", "PARALLEL", "GPU", "CACHED", "PATH"];
+        // With a server that answers: each model's state and progress too.
+        const states = served !== undefined;
+        const header = [
+          "ID",
+          "SOURCE",
+          "CONTEXT",
+          "PARALLEL",
+          "GPU",
+          "CACHED",
+          ...(states ? ["STATE", "PROGRESS"] : []),
+          "PATH",
+        ];
         const lines = rows.map((r) => [
           r.id,
           r.source,
@@ -191,6 +314,7 @@ export function registerModelsCommands(
           String(r.parallel),
           gpuCell(r),
           r.cached ? "yes" : "no",
+          ...(states ? [r.state ?? "not served", r.progress ?? ""] : []),
           r.path,
         ]);
         if (lines.length > 0) out(`${table([header, ...lines])}\n${engineLine(config, health)}\n`);

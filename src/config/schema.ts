@@ -1,6 +1,7 @@
 // zod schema of hearth.yaml and the built-in defaults; the types every other module reads config through.
 import { isIP } from "node:net";
 import { z } from "zod";
+import { parseByteSize, parseKeepAlive } from "./durations.js";
 
 export const DEFAULT_MODEL_ID = "smollm2-135m-instruct";
 
@@ -57,6 +58,13 @@ export const modelConfigSchema = z
       .default(8)
       .describe(
         "a rendered prompt longer than contextSize × this many characters is refused before tokenizing",
+      ),
+    keepAlive: z
+      .union([z.number(), z.string()])
+      .refine((v) => parseKeepAlive(v) !== undefined, 'seconds, or a duration such as "30s", "5m", "1h30m"')
+      .optional()
+      .describe(
+        "unload the model after it has been idle this long (Ollama's keep_alive); negative or absent: never",
       ),
   })
   .strict();
@@ -398,12 +406,31 @@ export const STORE_CONFIG_DEFAULTS: StoreConfig = Object.freeze(storeConfigSchem
  */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
 
+const byteSize = (what: string) =>
+  z
+    .union([z.number(), z.string()])
+    .refine((v) => parseByteSize(v) !== undefined, 'bytes, or a size such as "512MiB", "8GiB"')
+    .transform((v) => parseByteSize(v) ?? 0)
+    .optional()
+    .describe(what);
+
+/** What the embedded engine's loaded models may take together (docs/models.md); unset: no budget. */
+export const memoryBudgetSchema = z
+  .object({
+    ram: byteSize("host memory for the loaded models' weights and contexts"),
+    vram: byteSize("GPU memory, when the models run on a GPU"),
+  })
+  .strict();
+
+export type MemoryBudget = z.infer<typeof memoryBudgetSchema>;
+
 export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
     store: storeConfigSchema.default(STORE_CONFIG_DEFAULTS),
     models: z.array(modelEntrySchema).min(1).optional(),
     metrics: metricsConfigSchema.default({}),
+    memory: memoryBudgetSchema.optional(),
     gpu: gpuSchema.default("auto"),
   })
   .strict();
@@ -433,6 +460,8 @@ export interface HearthConfig {
   dataDir: string;
   /** PostgreSQL instead of the embedded PGlite store when set. */
   databaseUrl: string | undefined;
+  /** The embedded engine's memory budget; optional so configs built by hand need not name it (none: no budget). */
+  memory?: MemoryBudget | undefined;
   /** Pool timeouts, store health, stale keys; optional so configs built by hand need not name it. */
   store?: StoreConfig | undefined;
   redisUrl: string | undefined;

@@ -119,3 +119,33 @@ export class EngineNotReadyError extends Error {
     super(`Model ${model} cannot serve now: ${detail}.`);
   }
 }
+
+/** Loading the model would exceed the memory budget even with every idle model unloaded. */
+export class ModelMemoryError extends Error {
+  override name = "ModelMemoryError";
+  constructor(
+    readonly model: string,
+    readonly resource: "ram" | "vram",
+    readonly needBytes: number,
+    readonly budgetBytes: number,
+    readonly heldBytes: number,
+  ) {
+    const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+    super(
+      `Model ${model} needs ${mib(needBytes)} of ${resource.toUpperCase()} and does not fit in the memory budget (${mib(budgetBytes)}): ${mib(heldBytes)} are held by models that are busy or loading. Unload a model, or raise memory.${resource}.`,
+    );
+  }
+}
+
+/** The model is configured but not in the catalogue any more, or an id added twice. */
+export class ModelCatalogueError extends Error {
+  override name = "ModelCatalogueError";
+  constructor(
+    readonly model: string,
+    readonly reason: "exists" | "not_found",
+  ) {
+    super(
+      reason === "exists" ? `A model with id ${model} already exists.` : `No model ${model} is configured.`,
+    );
+  }
+}

@@ -1,5 +1,6 @@
-// One Engine over several: each configured model is served by the engine that lists it (the embedded llama.cpp
-// engine for `source` models, the upstream engine for `upstream` ones), in the config's order.
+// One Engine over several: each model is served by the engine that lists it (the embedded llama.cpp engine for
+// `source` models, the upstream engine for `upstream` ones), configured models in the config's order, then models
+// added at run time. Engines may add and remove models at run time: a model is looked up when it is asked for.
 import { UnknownModelError } from "./errors.js";
 import type {
   AcceleratorState,
@@ -14,7 +15,6 @@ import type {
 } from "./types.js";
 
 export class EngineRegistry implements Engine {
-  private readonly byModel = new Map<string, Engine>();
   private readonly rank: ReadonlyMap<string, number>;
 
   /** `order`: every configured model id in the config's order; each engine serves the ids it lists. */
@@ -23,10 +23,11 @@ export class EngineRegistry implements Engine {
     order: readonly string[],
   ) {
     this.rank = new Map(order.map((id, i) => [id, i]));
+    const seen = new Set<string>();
     for (const engine of engines) {
       for (const model of engine.listModels()) {
-        if (this.byModel.has(model.id)) throw new Error(`two engines serve model ${model.id}`);
-        this.byModel.set(model.id, engine);
+        if (seen.has(model.id)) throw new Error(`two engines serve model ${model.id}`);
+        seen.add(model.id);
       }
     }
   }
@@ -47,6 +48,11 @@ export class EngineRegistry implements Engine {
       this.engines.flatMap((e) => e.health()),
       (h) => h.model,
     );
+  }
+
+  demand(model: string): ModelHealth | undefined {
+    const engine = this.engineFor(model);
+    return engine.demand?.(model) ?? engine.health().find((h) => h.model === model);
   }
 
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
@@ -86,7 +92,7 @@ export class EngineRegistry implements Engine {
   }
 
   private engineFor(model: string): Engine {
-    const engine = this.byModel.get(model);
+    const engine = this.engines.find((e) => e.listModels().some((m) => m.id === model));
     if (engine === undefined) throw new UnknownModelError(model);
     return engine;
   }

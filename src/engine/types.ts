@@ -218,6 +218,32 @@ export interface EndpointHealth {
   lastError?: string;
 }
 
+/** Where an embedded model is in its lifecycle (src/engine/llama/model-slot.ts). */
+export const MODEL_STATES = Object.freeze([
+  "unloaded",
+  "downloading",
+  "loading",
+  "ready",
+  "unloading",
+  "failed",
+] as const);
+export type ModelState = (typeof MODEL_STATES)[number];
+
+/** How far an embedded model's download and load have come (the last ones, while unloaded). */
+export interface ModelProgress {
+  /** Bytes of the model file fetched so far, and the total when known (0/absent: it was in the cache). */
+  downloadedBytes: number;
+  totalBytes?: number;
+  /** llama.cpp's load progress, 0..1. */
+  load: number;
+}
+
+/** What loading an embedded model takes, by node-llama-cpp's own resolvers (model + its context). */
+export interface MemoryEstimate {
+  ramBytes: number;
+  vramBytes: number;
+}
+
 /** One model's health right now: `/health` and `hearth models list`. */
 export interface ModelHealth {
   model: string;
@@ -225,6 +251,12 @@ export interface ModelHealth {
   ready: boolean;
   /** Why not, in words, when not ready. */
   detail?: string;
+  /** Embedded models: where the model is in its lifecycle, with progress and the memory it takes. */
+  state?: ModelState;
+  progress?: ModelProgress;
+  memory?: MemoryEstimate;
+  /** Embedded models: why the last load failed. */
+  error?: string;
   /** Upstream models: each endpoint. */
   endpoints?: EndpointHealth[];
   /** Embedded models once loaded: layers offloaded to the GPU (0 on the CPU). */
@@ -256,6 +288,11 @@ export interface Engine {
   isReady(): boolean;
   /** Each model's health, in `listModels` order. */
   health(): ModelHealth[];
+  /**
+   * One model's health for a request about to use it: an embedded model that is unloaded starts loading now (on
+   * demand), and the request is told to come back (503). Absent: `health()` is read instead.
+   */
+  demand?(model: string): ModelHealth | undefined;
   /**
    * Renders and tokenizes the prompt, checks it and the output budget against the model's context and compiles
    * the output grammar. Queues nothing and holds nothing. Rejects with errors from engine/errors.ts: unknown
