@@ -102,7 +102,9 @@ describe("logprobs", () => {
     expect(text).toBe(whole.choices[0]?.message.content);
     const expected = whole.choices[0]?.logprobs?.content ?? [];
     expect(streamed.map((e) => e.token)).toEqual(expected.map((e) => e.token));
-    streamed.forEach((entry, i) => expect(entry.logprob).toBeCloseTo(expected[i]?.logprob as number, 4));
+    streamed.forEach((entry, i) => {
+      expect(entry.logprob).toBeCloseTo(expected[i]?.logprob as number, 4);
+    });
   });
 
   it("n > 1: each choice has its own logprobs", async () => {

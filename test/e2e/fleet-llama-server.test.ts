@@ -157,7 +157,9 @@ describe("a Hearth gateway in front of llama-server", () => {
     ).json()) as { choices: { logprobs: { content: { token: string; logprob: number }[] } }[] };
     const directEntries = direct.choices[0]?.logprobs.content ?? [];
     expect(entries.map((e) => e.token)).toEqual(directEntries.map((e) => e.token));
-    entries.forEach((e, i) => expect(e.logprob).toBeCloseTo(directEntries[i]?.logprob as number, 4));
+    entries.forEach((e, i) => {
+      expect(e.logprob).toBeCloseTo(directEntries[i]?.logprob as number, 4);
+    });
 
     const stream = await client.chat.completions.create({ ...asked, stream: true });
     const streamed: string[] = [];
