@@ -48,6 +48,7 @@ describe.each(STORE_BACKENDS)("tenancy store on %s", (_name, makeBackend) => {
       "dashboard_flashes",
       "invitations",
       "memberships",
+      "model_catalogue",
       "model_grants",
       "organizations",
       "sessions",
