@@ -27,7 +27,7 @@ const MODEL = [
   "test/integration/llama-server.test.ts",
   "test/integration/overload.test.ts",
   "test/integration/usage.test.ts",
-  "src/chat/smollm2.test.ts",
+  "src/chat/real-models.test.ts",
   "src/models/fetch.test.ts",
 ];
 

@@ -1,6 +1,6 @@
 // The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
 import { getLlama, type Llama, type LlamaContext, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
-import { createPromptRenderer, type PromptRendererOptions } from "../../chat/template.js";
+import { createPromptRenderer } from "../../chat/template.js";
 import { TemplateThread } from "../../chat/template-thread.js";
 import { detectCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
@@ -19,19 +19,8 @@ import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.j
 import { usableCores } from "./cpu.js";
 import { overrideDecodeThreads } from "./llama-internals.js";
 import { ModelRunner } from "./model-runner.js";
+import { rendererOptionsFor } from "./model-template.js";
 import { LlamaPreparedRequest } from "./prepared-request.js";
-
-/** ChatML, for a GGUF without a chat template (the format most small instruct models use). */
-const FALLBACK_TEMPLATE =
-  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/** Texts of the vocabulary's control and user-defined tokens (GGUF token types 3 and 4). */
-function controlTokenTexts(model: LlamaModel): string[] {
-  const ggml = model.fileInfo.metadata.tokenizer?.ggml;
-  const tokens: readonly string[] = ggml?.tokens ?? [];
-  const types: readonly number[] = ggml?.token_type ?? [];
-  return tokens.filter((_, i) => types[i] === 3 || types[i] === 4);
-}
 
 export interface LlamaEngineOptions {
   models: ModelConfig[];
@@ -89,16 +78,9 @@ export class LlamaEngine implements Engine {
         },
       });
       overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
-      const metadata = model.fileInfo.metadata.tokenizer;
-      const template = metadata?.chat_template ?? FALLBACK_TEMPLATE;
-      const rendererOptions: PromptRendererOptions = {
-        template,
-        bosToken: model.tokens.bosString ?? "",
-        eosToken: model.tokens.eosString ?? "",
-        specialTokens: controlTokenTexts(model),
-      };
+      const rendererOptions = rendererOptionsFor(model);
       const renderer = this.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
-      const capabilities = detectCapabilities(template);
+      const capabilities = detectCapabilities(rendererOptions.template);
       const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
       this.loaded.set(config.id, { config, model, context, runner });
       this.options.onModelLoaded?.(config, path);
