@@ -42,6 +42,9 @@ export function modelsDir(): string {
   return loadConfig({ env: { HEARTH_MODELS_DIR: process.env.HEARTH_MODELS_DIR ?? "" } }).modelsDir;
 }
 
+/** Longest queue wait on the servers of startServerWithModels: within the sampled batch tests' own timeout. */
+const QUEUE_TIMEOUT_MS = 240_000;
+
 const pulls = new Map<string, Promise<string>>();
 
 /** The model's .gguf in the models cache, pulled (once per process) when it is not there yet. */
@@ -68,10 +71,10 @@ export async function startServerWithModels(
   // JSON is YAML.
   writeFileSync(path, JSON.stringify({ models }));
   try {
-    const server = await startServerProcess({
-      ...options,
-      args: ["--config", path, ...(options.args ?? [])],
-    });
+    // These servers check output, not queueing (overload.test.ts checks the 503): a batch of more requests than
+    // sequences on a busy machine may wait longer than the default 30 s for a slot, and must not turn into a 503.
+    const args = ["--config", path, "--queue-timeout-ms", String(QUEUE_TIMEOUT_MS), ...(options.args ?? [])];
+    const server = await startServerProcess({ ...options, args });
     const stop = server.stop.bind(server);
     server.stop = async (signal) => {
       try {
