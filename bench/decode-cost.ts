@@ -1,7 +1,10 @@
 // The engine's ceiling on this machine: the cost of one llama_decode of B tokens (plus sampling), raw node-llama-cpp.
-import { getLlama, type LlamaContextSequence, LlamaLogLevel, type Token } from "node-llama-cpp";
-import { countingStrategy, createRunnerStats } from "../src/engine/llama/batching.js";
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import type { GpuSetting, ModelConfig } from "../src/config/schema.js";
+import { loadLlama } from "../src/engine/llama/backend.js";
+import { countingStrategy, createRunnerStats, decodeThreads } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
+import { overrideDecodeThreads } from "../src/engine/llama/llama-internals.js";
 import { median } from "./stats.js";
 
 export interface DecodeCostRow {
@@ -21,6 +24,9 @@ export interface DecodeCostOptions {
   steps: number;
   /** The model's configured thread count (0 = all usable cores), as the engine applies it. */
   threads: number;
+  /** The configured backend and the model's GPU layers, as the engine applies them. */
+  gpu: GpuSetting;
+  gpuLayers: ModelConfig["gpuLayers"];
 }
 
 const PROMPT = "Write a long story about a lighthouse keeper.";
@@ -30,19 +36,15 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
   const cores = usableCores();
   const threads = options.threads > 0 ? Math.min(options.threads, cores) : cores;
   const sequences = Math.max(...options.batches);
-  const llama = await getLlama({
-    gpu: false,
-    build: "never",
-    maxThreads: cores,
-    logLevel: LlamaLogLevel.error,
-  });
+  const llama = await loadLlama(options.gpu, cores);
   try {
-    const model = await llama.loadModel({ modelPath: options.modelPath });
+    const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers });
     const prompt = model.tokenize(PROMPT);
     // Sequence 0 takes part in every batch size: room for its prompt and all of its steps.
     const needed = prompt.length + options.batches.length * (WARMUP_STEPS + options.steps) + 16;
     // llama_decode calls, counted by the batching strategy as the engine's runner counts them.
     const stats = createRunnerStats();
+    let batchTokens = 0;
     const context = await model.createContext({
       sequences,
       contextSize: Math.max(256, Math.ceil(needed / 256) * 256),
@@ -50,8 +52,14 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
       threads,
       // As the engine creates its context, so the kernels are the same.
       flashAttention: true,
-      batching: { itemPrioritizationStrategy: countingStrategy(stats) },
+      batching: {
+        itemPrioritizationStrategy: countingStrategy(stats, (tokens) => {
+          batchTokens = tokens;
+        }),
+      },
     });
+    // The engine's thread rule (decodeThreads), so the ceiling is the best this library does, as the engine runs it.
+    overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
     const all: LlamaContextSequence[] = Array.from({ length: sequences }, () => context.getSequence());
     await Promise.all(all.map((s) => s.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1))));
     const last = prompt[prompt.length - 1] as Token;

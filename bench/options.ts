@@ -5,6 +5,7 @@ export type Phase =
   | "engine"
   | "decode"
   | "anchor"
+  | "prefix"
   | "keys"
   | "grammar"
   | "schema"
@@ -43,6 +44,7 @@ const PHASES: readonly Phase[] = [
   "engine",
   "decode",
   "anchor",
+  "prefix",
   "keys",
   "grammar",
   "schema",

@@ -47,20 +47,25 @@ export interface BenchReport {
   targets: TargetCheck[];
 }
 
-const RATIO_TARGET = 0.97;
+/** Issue 13: the service at C streams keeps at least this share of the raw batched decode at B = C. */
+const CEILING_TARGET = 0.9;
 
 export function checkTargets(
   levels: readonly LevelReport[],
   decodeCost: readonly DecodeCostRow[],
 ): TargetCheck[] {
   const checks: TargetCheck[] = [];
+  // The engine phase (in-process) is shown for reference only: it is no ceiling (the service has beaten it).
   for (const level of levels) {
-    if (level.ratio === undefined) continue;
+    const service = level.service?.tokensPerSecond;
+    const ceiling = decodeCost.find((row) => row.batch === level.concurrency)?.tokensPerSecond;
+    if (service === undefined || ceiling === undefined) continue;
+    const value = service / ceiling;
     checks.push({
-      name: `service/engine at C=${level.concurrency}`,
-      value: level.ratio,
-      needed: RATIO_TARGET,
-      pass: level.ratio >= RATIO_TARGET,
+      name: `service tok/s at C=${level.concurrency} ÷ decode ceiling B=${level.concurrency}`,
+      value,
+      needed: CEILING_TARGET,
+      pass: value >= CEILING_TARGET,
     });
   }
   const tps = (c: number) => levels.find((l) => l.concurrency === c)?.service?.tokensPerSecond;
@@ -69,16 +74,6 @@ export function checkTargets(
   if (single !== undefined && sixteen !== undefined) {
     const value = sixteen / single;
     checks.push({ name: "service tok/s at C=16 ÷ at C=1", value, needed: 2, pass: value >= 2 });
-  }
-  const ceiling = decodeCost.find((row) => row.batch === 16)?.tokensPerSecond;
-  if (sixteen !== undefined && ceiling !== undefined) {
-    const value = sixteen / ceiling;
-    checks.push({
-      name: "service tok/s at C=16 ÷ decode ceiling B=16",
-      value,
-      needed: 0.75,
-      pass: value >= 0.75,
-    });
   }
   return checks;
 }

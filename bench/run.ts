@@ -2,7 +2,7 @@
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../src/config/load.js";
-import type { ModelConfig } from "../src/config/schema.js";
+import type { HearthConfig, ModelConfig } from "../src/config/schema.js";
 import type { RunnerStats } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
@@ -19,6 +19,7 @@ import { benchKeyVerify } from "./key-verify.js";
 import { benchLimits } from "./limits.js";
 import { type BenchOptions, readBenchOptions } from "./options.js";
 import { benchOverload } from "./overload.js";
+import { benchPrefixReuse } from "./prefix-reuse.js";
 import {
   type BatchingStats,
   type BenchReport,
@@ -154,10 +155,16 @@ async function httpPhase(options: BenchOptions, modelId: string, parallel: numbe
   }
 }
 
-async function enginePhase(options: BenchOptions, model: ModelConfig, modelsDir: string, plans: Plans) {
+async function enginePhase(
+  options: BenchOptions,
+  model: ModelConfig,
+  config: Pick<HearthConfig, "modelsDir" | "gpu">,
+  plans: Plans,
+) {
   const engine = new LlamaEngine({
     models: [model],
-    resolveModelPath: (m) => ensureModelFile(m, { modelsDir }),
+    gpu: config.gpu,
+    resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
   });
   await engine.start();
   try {
@@ -190,7 +197,7 @@ async function main(): Promise<void> {
     : undefined;
   const engine =
     options.phases.includes("engine") && configured !== undefined
-      ? await enginePhase(options, { ...configured, parallel }, config.modelsDir, plans)
+      ? await enginePhase(options, { ...configured, parallel }, config, plans)
       : undefined;
   let decodeCost: DecodeCostRow[] = [];
   let decodeNoise: CpuNoise | undefined;
@@ -203,6 +210,8 @@ async function main(): Promise<void> {
       batches: DECODE_BATCHES,
       steps: options.decodeSteps,
       threads: configured.threads,
+      gpu: config.gpu ?? "auto",
+      gpuLayers: configured.gpuLayers,
     });
     decodeNoise = meter();
     if (decodeNoise !== undefined) log(`decode cost: CPU: ${describeNoise(decodeNoise)}`);
@@ -250,6 +259,10 @@ async function main(): Promise<void> {
       model: modelId,
     });
     extra += `\n## Anchor: llama.cpp's llama-server and Hearth on the same model\n\n${anchor}\n`;
+  }
+  if (options.phases.includes("prefix")) {
+    log("prefix reuse: TTFT warm vs cold");
+    extra += `\n## Prefix reuse: a shared 1,000-token system prompt\n\n${await benchPrefixReuse({ model: modelId })}\n`;
   }
   if (options.phases.includes("keys")) {
     log("key verification cost");

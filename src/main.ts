@@ -14,7 +14,7 @@ import { EngineRegistry } from "./engine/registry.js";
 import type { Engine } from "./engine/types.js";
 import { UpstreamEngine } from "./engine/upstream/upstream-engine.js";
 import { ensureModelFile } from "./models/fetch.js";
-import { createProgressReporter } from "./models/progress.js";
+import { createProgressReporter, teeProgress } from "./models/progress.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { DEFAULT_OWNER_EMAIL } from "./tenancy/bootstrap.js";
@@ -46,17 +46,24 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   const logger = options.logger ?? createLogger(config.logLevel);
   const announce = options.announce ?? ((text: string) => process.stdout.write(`${text}\n`));
 
-  // The embedded engine serves `source` models (none configured: nothing is loaded or downloaded); the upstream
-  // engine serves `upstream` models from their endpoints. The registry routes each model to its engine.
-  const llama =
-    config.models.length === 0
-      ? undefined
-      : new LlamaEngine({
-          models: config.models,
-          resolveModelPath: (model) =>
-            ensureModelFile(model, { modelsDir: config.modelsDir, progress: createProgressReporter() }),
-          onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
-        });
+  // The embedded engine serves `source` models, those of the config and those added at run time (with none, nothing
+  // is loaded or downloaded); the upstream engine serves `upstream` models from their endpoints. The registry routes
+  // each model to its engine.
+  const llama = new LlamaEngine({
+    models: config.models,
+    gpu: config.gpu,
+    resolveModelPath: (model, progress) =>
+      ensureModelFile(model, {
+        modelsDir: config.modelsDir,
+        progress: teeProgress(createProgressReporter(), progress),
+      }),
+    onModelLoaded: (model, path) => logger.info({ model: model.id, path }, "model loaded"),
+    onModelEvent: (e) =>
+      e.state === "failed"
+        ? logger.error({ model: e.model, reason: e.reason }, "model failed to load")
+        : logger.info({ model: e.model, state: e.state, reason: e.reason }, `model ${e.state}`),
+    memory: config.memory,
+  });
   // The metrics exist once the services do; the upstream engine reports first tokens to them from then on.
   let metrics: Metrics | undefined;
   const upstream =
@@ -72,7 +79,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     config.modelIds,
   );
   let draining = false;
-  const graph = await buildServices(config, { engine, logger, draining: () => draining });
+  const graph = await buildServices(config, { engine, modelHost: llama, logger, draining: () => draining });
   const { services } = graph;
   metrics = services.metrics;
   // Every configured model, upstream ones included: the first org is granted all it may call.
@@ -101,9 +108,9 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
     }
   }
 
-  const engineReady = Promise.all([llama?.start(), upstream?.start()]).then(() => undefined);
+  const engineReady = Promise.all([llama.start(), upstream?.start()]).then(() => undefined);
   engineReady.then(
-    () => logger.info({ models: modelIds }, "models ready"),
+    async () => logger.info({ models: modelIds, gpu: (await llama.accelerator())?.gpu }, "models ready"),
     (err: unknown) => logger.error({ err }, "model loading failed"),
   );
 

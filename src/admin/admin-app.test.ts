@@ -399,10 +399,12 @@ describe("usage", () => {
   beforeAll(async () => {
     const org = await tenancy.orgs.create("usage-org", ["tiny"]);
     const meter = new PgUsageMeter(store.db, { onError: (err) => expect.fail(String(err)) });
-    meter.record(record(org.id, "2030-05-01T10:00:00Z"));
+    meter.record(record(org.id, "2030-05-01T10:00:00Z", { user: "end user 1" }));
     meter.record(record(org.id, "2030-05-01T23:00:00Z", { model: "small", status: "aborted" }));
-    meter.record(record(org.id, "2030-05-02T01:00:00Z", { keyId: "key_two", status: "error" }));
-    meter.record(record("org_elsewhere", "2030-05-01T10:00:00Z", { promptTokens: 999 }));
+    meter.record(
+      record(org.id, "2030-05-02T01:00:00Z", { keyId: "key_two", status: "error", user: "end user 1" }),
+    );
+    meter.record(record("org_elsewhere", "2030-05-01T10:00:00Z", { promptTokens: 999, user: "end user 1" }));
     await meter.dispose();
   });
 
@@ -426,6 +428,20 @@ describe("usage", () => {
       ["key_one", 2],
       ["key_two", 1],
     ]);
+  });
+
+  it("filters by user, alone and with the range and grouping, and says which", async () => {
+    const user = await admin("GET", "/orgs/usage-org/usage?user=end%20user%201&by=key");
+    expect(user.status).toBe(200);
+    expect(user.json).toMatchObject({ user: "end user 1", ...totals(2, 20, 8, 0, 1) });
+    expect(user.json.groups.map((g: { key: string; requests: number }) => [g.key, g.requests])).toEqual([
+      ["key_one", 1],
+      ["key_two", 1],
+    ]);
+    const ranged = await admin("GET", "/orgs/usage-org/usage?user=end+user+1&until=2030-05-02");
+    expect(ranged.json).toMatchObject({ user: "end user 1", requests: 1, prompt_tokens: 10 });
+    expect((await admin("GET", "/orgs/usage-org/usage?user=end")).json.requests).toBe(0);
+    expect((await admin("GET", "/orgs/usage-org/usage")).json.user).toBeNull();
   });
 
   it("limits the range: since inclusive, until exclusive, dates or date-times with a zone", async () => {
@@ -462,6 +478,14 @@ describe("usage", () => {
       "until",
     );
     expectError(await admin("GET", "/orgs/usage-org/usage?by=week"), 400, "invalid_request_error", "by");
+    for (const bad of ["", "u".repeat(65)]) {
+      expectError(
+        await admin("GET", `/orgs/usage-org/usage?user=${bad}`),
+        400,
+        "invalid_request_error",
+        "user",
+      );
+    }
     expectError(
       await admin("GET", "/orgs/usage-org/usage?colour=red"),
       400,

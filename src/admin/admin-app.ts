@@ -9,6 +9,7 @@ import { bearerCredential } from "../auth/require-api-key.js";
 import { AdminAuthError, AuthThrottledError } from "../errors/api-error.js";
 import { type DomainErrorHints, domainApiError } from "../errors/domain-errors.js";
 import { parseJsonBody, validate } from "../errors/validation.js";
+import type { ModelCatalogue } from "../models/catalogue.js";
 import type { Logger } from "../observability/logger.js";
 import { ADMIN_ACTOR } from "../tenancy/audit.js";
 import { OrgNotFoundError } from "../tenancy/errors.js";
@@ -16,6 +17,7 @@ import type { Tenancy } from "../tenancy/tenancy.js";
 import type { Org } from "../tenancy/types.js";
 import type { UsageQueries } from "../usage/queries.js";
 import { adminTokenMatches } from "./admin-token.js";
+import { addModelRoutes } from "./models.js";
 import {
   auditQuerySchema,
   auditWire,
@@ -43,6 +45,8 @@ export interface AdminTokenThrottle {
 }
 
 export interface AdminAppOptions {
+  /** Serves /models (add, load, unload, remove, list); without it those routes do not exist. */
+  catalogue?: ModelCatalogue | undefined;
   /** Serves GET /orgs/:name/usage; without it that route does not exist. */
   usage?: UsageQueries;
   /** Wrong admin tokens per address; beyond the budget every token is refused with 429. Default: none. */
@@ -190,6 +194,8 @@ export function createAdminApp(
     const key = await domain(() => tenancy.keys.revoke(c.req.param("id"), ADMIN_ACTOR));
     return c.json(keyWire(key));
   });
+
+  if (options.catalogue !== undefined) addModelRoutes(app, options.catalogue);
 
   return app;
 }

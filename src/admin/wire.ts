@@ -1,6 +1,7 @@
 // Wire shapes of the admin API: zod request bodies and the JSON renderings of orgs, keys, users, usage and audit
 // entries.
 import { z } from "zod";
+import type { CatalogueEntry } from "../models/catalogue.js";
 import type { AuditEntry } from "../tenancy/audit.js";
 import type { CreatedKey, CreatedUser, KeyInfo, Org, OrgUser } from "../tenancy/types.js";
 import {
@@ -81,6 +82,8 @@ export const usageQuerySchema = z
     since: instantParam("since").optional(),
     until: instantParam("until").optional(),
     by: z.enum(USAGE_GROUP_BY).optional(),
+    // A chat completion's `user` is at most 64 characters, so no longer one can match.
+    user: z.string().min(1).max(64).optional(),
   })
   .strict()
   .refine((q) => q.since === undefined || q.until === undefined || q.since < q.until, {
@@ -168,6 +171,8 @@ export interface UsageWire extends UsageTotals {
   since: string | null;
   until: string | null;
   by: UsageGroupBy | null;
+  /** Only the requests that sent this `user`; null: every request. */
+  user: string | null;
   /** One per day (UTC, `YYYY-MM-DD`), model or key id with usage, ordered by key; [] without `by`. */
   groups: ({ key: string } & UsageTotals)[];
 }
@@ -264,6 +269,7 @@ export function usageWire(org: Org, query: UsageQuery, summary: UsageSummary): U
     since: query.since?.toISOString() ?? null,
     until: query.until?.toISOString() ?? null,
     by: query.by ?? null,
+    user: query.user ?? null,
     ...summary.totals,
     groups: summary.groups,
   };
@@ -272,3 +278,32 @@ export function usageWire(org: Org, query: UsageQuery, summary: UsageSummary): U
 export function listWire<T>(data: T[]): ListWire<T> {
   return { object: "list", data };
 }
+
+/** An embedded model as the admin API lists it: its config, where it is in its lifecycle, its progress and memory. */
+export function modelWire(entry: CatalogueEntry) {
+  const { config, health } = entry;
+  return {
+    object: "model" as const,
+    id: config.id,
+    source: config.source,
+    context_size: config.contextSize,
+    parallel: config.parallel,
+    keep_alive: config.keepAlive ?? null,
+    /** From hearth.yaml (else added at run time). */
+    seeded: entry.seeded,
+    state: health?.state ?? "unloaded",
+    status: health === undefined ? "unavailable" : health.ready ? "ok" : (health.detail ?? "unavailable"),
+    progress: {
+      downloaded_bytes: health?.progress?.downloadedBytes ?? 0,
+      total_bytes: health?.progress?.totalBytes ?? null,
+      load: health?.progress?.load ?? 0,
+    },
+    memory:
+      health?.memory === undefined
+        ? null
+        : { ram_bytes: health.memory.ramBytes, vram_bytes: health.memory.vramBytes },
+    error: health?.error ?? null,
+  };
+}
+
+export type ModelWire = ReturnType<typeof modelWire>;

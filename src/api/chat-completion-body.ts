@@ -1,5 +1,5 @@
 // The non-streamed chat completion: every choice's message (content, reasoning, tool calls), finish reason, usage.
-import type { FinishReason, Generation, UsageCounts } from "../engine/types.js";
+import type { FinishReason, Generation, TokenLogprob, UsageCounts } from "../engine/types.js";
 import {
   type ChatCompletion,
   type CompletionMeta,
@@ -7,6 +7,7 @@ import {
   type ToolCall,
   toolCallId,
   toUsage,
+  toWireLogprobs,
 } from "./wire.js";
 
 interface ChoiceAccumulator {
@@ -14,12 +15,15 @@ interface ChoiceAccumulator {
   reasoning: string;
   toolCalls: ToolCall[];
   reason: FinishReason | null;
+  logprobs: TokenLogprob[];
 }
 
 export interface BodyOptions {
   n: number;
   /** Reasoning was enabled: every message carries `reasoning` (empty when the model wrote none). */
   reasoning: boolean;
+  /** The request asked for `logprobs`: every choice carries them (else `logprobs: null`). */
+  logprobs: boolean;
   /** Output that failed its post-generation check: the grammar should make this impossible, worth a log. */
   onInvalid: (invalid: string) => void;
 }
@@ -34,6 +38,7 @@ export async function completionBody(
     reasoning: "",
     toolCalls: [],
     reason: null,
+    logprobs: [],
   }));
   let usage: UsageCounts | undefined;
   for await (const event of generation.events) {
@@ -48,8 +53,10 @@ export async function completionBody(
       continue;
     }
     const target = event.target;
-    if (target === undefined) choice.content += event.text;
-    else if (target.kind === "reasoning") choice.reasoning += event.text;
+    if (target === undefined) {
+      choice.content += event.text;
+      if (event.logprobs !== undefined) choice.logprobs.push(...event.logprobs);
+    } else if (target.kind === "reasoning") choice.reasoning += event.text;
     else if (target.name !== undefined) {
       choice.toolCalls.push({
         id: toolCallId(),
@@ -66,12 +73,17 @@ export async function completionBody(
     object: "chat.completion",
     created: meta.created,
     model: meta.model,
-    choices: choices.map((choice, index) => ({
-      index,
-      message: responseMessage(choice, options.reasoning),
-      logprobs: null,
-      finish_reason: choice.reason ?? "stop",
-    })),
+    choices: choices.map((choice, index) => {
+      const message = responseMessage(choice, options.reasoning);
+      return {
+        index,
+        message,
+        logprobs: options.logprobs
+          ? { content: message.content === null ? null : toWireLogprobs(choice.logprobs), refusal: null }
+          : null,
+        finish_reason: choice.reason ?? "stop",
+      };
+    }),
     usage: toUsage(usage ?? { promptTokens: generation.promptTokens, completionTokens: 0, cachedTokens: 0 }),
     system_fingerprint: null,
   };

@@ -10,6 +10,7 @@ import {
   type CompletionMeta,
   toolCallId,
   toUsage,
+  toWireLogprobs,
 } from "./wire.js";
 
 export interface StreamOptions {
@@ -50,8 +51,10 @@ export async function streamCompletion(
       if (next.done === true) break;
       const event: GenerationEvent = next.value;
       if (event.type === "delta") {
+        const logprobs =
+          event.logprobs === undefined ? null : { content: toWireLogprobs(event.logprobs), refusal: null };
         await writer.data(
-          chunk([{ index: event.choice, delta: chunkDelta(event), logprobs: null, finish_reason: null }]),
+          chunk([{ index: event.choice, delta: chunkDelta(event), logprobs, finish_reason: null }]),
         );
       } else if (event.type === "finish") {
         if (event.invalid !== undefined) options.onInvalid(event.invalid);

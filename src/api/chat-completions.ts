@@ -70,6 +70,7 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
     const body = await completionBody(generation, meta, {
       n: parsed.n,
       reasoning: parsed.enableThinking,
+      logprobs: parsed.sampling.logprobs !== undefined,
       onInvalid,
     });
     return c.json(body, 200, headers);

@@ -331,6 +331,13 @@ describe("parseChatRequest: body and top-level 400s", () => {
     ],
     ["stream a string", { stream: "yes" }, "stream", /expected a boolean, but got a string/],
     ["user a number", { user: 5 }, "user", /expected a string/],
+    ["user over 64 characters", { user: "u".repeat(65) }, "user", /'user'.*at most 64/],
+    [
+      "user an API key",
+      { user: `sk-${"A1b2".repeat(10)}xyz` },
+      "user",
+      /Invalid 'user': it has the form of an API key/,
+    ],
     ["metadata value a number", { metadata: { a: 1 } }, "metadata.a", /expected a string/],
     ["metadata an array", { metadata: ["a"] }, "metadata", /expected an object, but got an array/],
     [
@@ -602,14 +609,6 @@ describe("parseChatRequest: fields not supported", () => {
       /'function_call' parameter is not supported/,
     ],
     ["reasoning_effort", { reasoning_effort: "low" }, "reasoning_effort", /enable_thinking/],
-    ["logprobs true", { logprobs: true }, "logprobs", /'logprobs' parameter is not supported/],
-    ["top_logprobs", { top_logprobs: 2 }, "top_logprobs", /'top_logprobs' parameter is not supported/],
-    [
-      "a non-empty logit_bias",
-      { logit_bias: { "50256": -100 } },
-      "logit_bias",
-      /'logit_bias' parameter is not supported/,
-    ],
     ["logit_bias of the wrong type", { logit_bias: { "1": "x" } }, "logit_bias.1", /expected a number/],
     ["store true", { store: true }, "store", /does not store completions/],
     ["modalities", { modalities: ["text", "audio"] }, "modalities", /text only/],
@@ -618,6 +617,76 @@ describe("parseChatRequest: fields not supported", () => {
     ["a prediction of another type", { prediction: { type: "x" } }, "prediction.type", /Invalid value/],
   ])("rejects %s", (_, fields, param, message) => {
     expect400(() => withFields(fields), param, message);
+  });
+});
+
+describe("parseChatRequest: logprobs, top_logprobs, logit_bias", () => {
+  it("maps logprobs and top_logprobs to the number of alternatives; absent or false means none", () => {
+    expect(withFields({ logprobs: true }).sampling.logprobs).toBe(0);
+    expect(withFields({ logprobs: true, top_logprobs: 20 }).sampling.logprobs).toBe(20);
+    expect(withFields({ logprobs: true, top_logprobs: 0 }).sampling.logprobs).toBe(0);
+    expect(withFields({ logprobs: false }).sampling.logprobs).toBeUndefined();
+    expect(parse(base).sampling.logprobs).toBeUndefined();
+  });
+
+  it("maps logit_bias to token ids; an empty one is no bias", () => {
+    const bias = withFields({ logit_bias: { "0": -100, "50256": 100, "17": 0.5 } }).sampling.logitBias;
+    expect(bias).toEqual(
+      new Map([
+        [0, -100],
+        [50256, 100],
+        [17, 0.5],
+      ]),
+    );
+    expect(withFields({ logit_bias: {} }).sampling.logitBias).toBeUndefined();
+  });
+
+  it("accepts 300 biased tokens", () => {
+    const bias = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [String(i), -1]));
+    expect(withFields({ logit_bias: bias }).sampling.logitBias?.size).toBe(300);
+  });
+
+  it.each<[string, Record<string, unknown>, string, RegExp]>([
+    [
+      "top_logprobs without logprobs",
+      { top_logprobs: 2 },
+      "top_logprobs",
+      /'logprobs' must be set to true when 'top_logprobs' is used/,
+    ],
+    [
+      "top_logprobs with logprobs false",
+      { logprobs: false, top_logprobs: 0 },
+      "top_logprobs",
+      /'logprobs' must be set to true/,
+    ],
+    ["top_logprobs above 20", { logprobs: true, top_logprobs: 21 }, "top_logprobs", /20/],
+    ["a negative top_logprobs", { logprobs: true, top_logprobs: -1 }, "top_logprobs", /0/],
+    ["a fractional top_logprobs", { logprobs: true, top_logprobs: 1.5 }, "top_logprobs", /integer/],
+    ["logprobs that is not a boolean", { logprobs: 5 }, "logprobs", /boolean/],
+    ["a bias above 100", { logit_bias: { "5": 100.5 } }, "logit_bias", /from -100 to 100, but got 100.5/],
+    ["a bias below -100", { logit_bias: { "5": -101 } }, "logit_bias", /from -100 to 100/],
+    [
+      "a key that is not a token id",
+      { logit_bias: { abc: 1 } },
+      "logit_bias",
+      /Invalid key in 'logit_bias': 'abc'/,
+    ],
+    ["a negative key", { logit_bias: { "-1": 1 } }, "logit_bias", /Invalid key/],
+    ["a fractional key", { logit_bias: { "1.5": 1 } }, "logit_bias", /Invalid key/],
+    ["a key with a leading zero", { logit_bias: { "07": 1 } }, "logit_bias", /Invalid key/],
+    ["a key beyond 32 bits", { logit_bias: { "99999999999": 1 } }, "logit_bias", /Invalid key/],
+    ["logit_bias that is not an object", { logit_bias: [1] }, "logit_bias", /object/],
+  ])("rejects %s", (_, fields, param, message) => {
+    expect400(() => withFields(fields), param, message);
+  });
+
+  it("rejects more than 300 biased tokens", () => {
+    const bias = Object.fromEntries(Array.from({ length: 301 }, (_, i) => [String(i), -1]));
+    expect400(
+      () => withFields({ logit_bias: bias }),
+      "logit_bias",
+      "Invalid 'logit_bias': expected at most 300 tokens, but got 301 instead.",
+    );
   });
 });
 

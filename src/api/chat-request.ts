@@ -1,5 +1,6 @@
 // Parses and validates a POST /v1/chat/completions body into the engine's request fields, with OpenAI-style 400s.
 import { z } from "zod";
+import { isWellFormedApiKey } from "../auth/api-key.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionRequest } from "../completions/types.js";
 import { type RequestLimits, requestLimitsSchema } from "../config/schema.js";
@@ -39,6 +40,18 @@ const METADATA_KEY_CHARS = 64;
 /** OpenAI documents 64 characters for `safety_identifier`, which supersedes `user`; both are held to it. */
 const USER_ID_CHARS = 64;
 
+/**
+ * `user` is stored with the usage record and shown to operators and the org's members, so it must not be a secret:
+ * one with the form of a Hearth API key (a client passing its key by mistake) is refused, never stored.
+ */
+const endUserSchema = z
+  .string()
+  .max(USER_ID_CHARS)
+  .refine((user) => !isWellFormedApiKey(user.trim()), {
+    message:
+      "Invalid 'user': it has the form of an API key. Send a stable identifier of your end user (a hash of their username or email), never a secret.",
+  });
+
 /** OpenAI accepts null for every optional field and treats it as absent; dropping null keys keeps null out of the types. */
 function dropNullFields(value: unknown): unknown {
   if (!isPlainObject(value)) return value;
@@ -54,6 +67,35 @@ function refused(message: string) {
     .superRefine((_, ctx) => ctx.addIssue({ code: "custom", message }))
     .optional();
 }
+
+/** OpenAI's bounds: at most 20 alternatives per position; at most 300 biased tokens, each by −100..100. */
+const TOP_LOGPROBS = 20;
+const LOGIT_BIAS_ENTRIES = 300;
+const LOGIT_BIAS = 100;
+
+/** Token id (a decimal integer, as a JSON key) → bias; ids beyond the vocabulary are the engine's to refuse. */
+const logitBiasSchema = z.record(z.string(), z.number()).superRefine((bias, ctx) => {
+  const entries = Object.entries(bias);
+  if (entries.length > LOGIT_BIAS_ENTRIES) {
+    ctx.addIssue({
+      code: "custom",
+      message: `Invalid 'logit_bias': expected at most ${LOGIT_BIAS_ENTRIES} tokens, but got ${entries.length} instead.`,
+    });
+  }
+  for (const [key, value] of entries) {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(key) || Number(key) > 2 ** 31 - 1) {
+      ctx.addIssue({
+        code: "custom",
+        message: `Invalid key in 'logit_bias': '${key.slice(0, 32)}'. Keys must be token ids (non-negative integers).`,
+      });
+    } else if (value < -LOGIT_BIAS || value > LOGIT_BIAS) {
+      ctx.addIssue({
+        code: "custom",
+        message: `Invalid value for 'logit_bias' token ${key}: expected a number from -${LOGIT_BIAS} to ${LOGIT_BIAS}, but got ${value} instead.`,
+      });
+    }
+  }
+});
 
 const never = (field: string, why: string) => `The '${field}' parameter is not supported: ${why}`;
 
@@ -119,15 +161,9 @@ const chatRequestSchema = nullAsAbsent(
     functions: refused(never("functions", "use 'tools' instead.")),
     function_call: refused(never("function_call", "use 'tool_choice' instead.")),
     reasoning_effort: refused(never("reasoning_effort", "use chat_template_kwargs.enable_thinking instead.")),
-    logprobs: z
-      .boolean()
-      .refine((on) => !on, never("logprobs", "log probabilities are not returned."))
-      .optional(),
-    top_logprobs: refused(never("top_logprobs", "log probabilities are not returned.")),
-    logit_bias: z
-      .record(z.string(), z.number())
-      .refine((bias) => Object.keys(bias).length === 0, never("logit_bias", "token biases are not applied."))
-      .optional(),
+    logprobs: z.boolean().optional(),
+    top_logprobs: z.int().min(0).max(TOP_LOGPROBS).optional(),
+    logit_bias: logitBiasSchema.optional(),
     store: z
       .boolean()
       .refine((on) => !on, never("store", "Hearth does not store completions."))
@@ -135,8 +171,8 @@ const chatRequestSchema = nullAsAbsent(
     modalities: refused(never("modalities", "Hearth produces text only.")),
     audio: refused(never("audio", "Hearth produces text only.")),
     web_search_options: refused(never("web_search_options", "Hearth has no web search.")),
-    // Accepted and ignored: none of these changes what is generated (docs/compatibility.md).
-    user: z.string().max(USER_ID_CHARS).optional(),
+    // None of these changes what is generated; `user` is recorded with the usage (docs/compatibility.md).
+    user: endUserSchema.optional(),
     safety_identifier: z.string().max(USER_ID_CHARS).optional(),
     prompt_cache_key: z.string().optional(),
     // vLLM's: narrows prefix-cache reuse to requests with the same salt, within the caller's organization.
@@ -191,6 +227,12 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
       "stream_options",
     );
   }
+  if (req.top_logprobs !== undefined && req.logprobs !== true) {
+    throw new InvalidRequestError(
+      "Invalid 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used.",
+      "top_logprobs",
+    );
+  }
   if (req.max_tokens !== undefined && req.max_completion_tokens !== undefined) {
     throw new InvalidRequestError("Use either max_tokens or max_completion_tokens, not both.", "max_tokens");
   }
@@ -214,6 +256,10 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
     },
     enableThinking: req.chat_template_kwargs?.enable_thinking ?? false,
   };
+  if (req.logprobs === true) parsed.sampling.logprobs = req.top_logprobs ?? 0;
+  const bias = Object.entries(req.logit_bias ?? {});
+  if (bias.length > 0)
+    parsed.sampling.logitBias = new Map(bias.map(([token, value]) => [Number(token), value]));
   const output = parseOutputRequest(req, options.schemaBudget);
   if (output !== undefined) parsed.output = output;
   if (req.user !== undefined) parsed.user = req.user;

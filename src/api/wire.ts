@@ -1,6 +1,6 @@
 // Response wire shapes of the OpenAI surface (completion, chunk, usage, model list) and their small pure builders.
 
-import type { FinishReason, UsageCounts } from "../engine/types.js";
+import type { FinishReason, TokenLogprob, UsageCounts } from "../engine/types.js";
 import { idBytes } from "../store/ids.js";
 
 export type WireFinishReason = FinishReason;
@@ -31,10 +31,29 @@ export interface ResponseMessage {
   tool_calls?: ToolCall[];
 }
 
+export interface TopLogprob {
+  token: string;
+  logprob: number;
+  /** The token's UTF-8 bytes: a token may hold part of a character, which `token` then shows as U+FFFD. */
+  bytes: number[];
+}
+
+export interface WireTokenLogprob extends TopLogprob {
+  /** The most likely tokens at this position, most likely first; `top_logprobs` of them (empty for 0). */
+  top_logprobs: TopLogprob[];
+}
+
+/** With `logprobs: true`: the content's tokens (null when the message content is null); Hearth never refuses. */
+export interface ChoiceLogprobs {
+  content: WireTokenLogprob[] | null;
+  refusal: null;
+}
+
 export interface Choice {
   index: number;
   message: ResponseMessage;
-  logprobs: null;
+  /** null unless the request asked for `logprobs`. */
+  logprobs: ChoiceLogprobs | null;
   finish_reason: WireFinishReason;
 }
 
@@ -67,7 +86,8 @@ export interface ChunkDelta {
 export interface ChunkChoice {
   index: number;
   delta: ChunkDelta;
-  logprobs: null;
+  /** With `logprobs`: on the chunks that carry content, its tokens; null on the others. */
+  logprobs: ChoiceLogprobs | null;
   /** null on every chunk but the last of its choice. */
   finish_reason: WireFinishReason | null;
 }
@@ -130,6 +150,16 @@ export function completionId(): string {
 /** `call_` plus 24 random base62 characters, as OpenAI's tool call ids. */
 export function toolCallId(): string {
   return randomId("call_", 24);
+}
+
+/** Engine logprobs → wire logprobs. */
+export function toWireLogprobs(tokens: readonly TokenLogprob[]): WireTokenLogprob[] {
+  return tokens.map((t) => ({
+    token: t.token,
+    logprob: t.logprob,
+    bytes: t.bytes,
+    top_logprobs: t.topLogprobs.map(({ token, logprob, bytes }) => ({ token, logprob, bytes })),
+  }));
 }
 
 /** Engine counts → wire usage; reasoning tokens are part of completion_tokens and also reported apart. */

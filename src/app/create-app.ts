@@ -9,6 +9,7 @@ import { bearerCredential, requireApiKey } from "../auth/require-api-key.js";
 import { schemaBudget } from "../chat/schema-budget.js";
 import { createDashboardApp, type DashboardOptions } from "../dashboard/app.js";
 import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "../dashboard/operator/operator-session.js";
+import type { ModelHealth } from "../engine/types.js";
 import {
   ApiError,
   EngineOverloadedError,
@@ -40,30 +41,23 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const adminThrottle =
     options.dashboard?.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, services.redis);
 
-  // 200 once the store answers and every model can serve; the body names the store's and each model's state (and
-  // each upstream endpoint's), so an operator sees what is down. Endpoint URLs carry no credentials. The store
-  // ping is cached and bounded, so health checks can neither hammer nor hang on it.
+  // 200 once the store answers and at least one model can serve; the body names the store's and each model's state
+  // (embedded: lifecycle state, download and load progress, memory estimate; upstream: each endpoint), so an
+  // operator sees what is down. Endpoint URLs carry no credentials. The store ping is cached and bounded, so health
+  // checks can neither hammer nor hang on it.
   app.get("/health", async (c) => {
     if (services.draining()) return c.json({ status: "draining" }, 503);
-    const models = services.engine.health().map((h) => ({
-      id: h.model,
-      status: h.ready ? "ok" : (h.detail ?? "unavailable"),
-      ...(h.endpoints === undefined
-        ? {}
-        : {
-            endpoints: h.endpoints.map((e) => ({
-              url: e.url,
-              status: e.healthy ? "ok" : "ejected",
-              in_flight: e.inFlight,
-              ...(e.lastError === undefined ? {} : { error: e.lastError }),
-            })),
-          }),
-    }));
+    const models = services.engine.health().map(modelHealthWire);
     const store = await services.storeReady();
-    const ready = store && models.every((m) => m.status === "ok");
-    const loading = models.some((m) => m.status === "loading");
-    const status = ready ? "ok" : loading ? "starting" : "degraded";
-    return c.json({ status, store: store ? "ok" : "unavailable", models }, ready ? 200 : 503);
+    const ready = store && models.some((m) => m.status === "ok");
+    // Unloaded is a resting state (keepAlive, an operator's unload): the model loads on demand.
+    const whole = models.every((m) => m.status === "ok" || m.status === "unloaded");
+    const loading = models.some((m) => m.status === "loading" || m.status === "downloading");
+    const status = ready ? (whole ? "ok" : "degraded") : loading ? "starting" : "degraded";
+    // The embedded engine's backend (gpu false: the CPU) and the GPU's memory, once it has started.
+    const accelerator = await services.engine.accelerator?.();
+    const engine = accelerator === undefined ? {} : { engine: accelerator };
+    return c.json({ status, store: store ? "ok" : "unavailable", ...engine, models }, ready ? 200 : 503);
   });
 
   // Prometheus scrape endpoint; labels are bounded (models, statuses), never keys or organizations.
@@ -143,6 +137,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     "/admin/v1",
     createAdminApp(services.tenancy, services.adminToken, {
       usage: services.usageQueries,
+      catalogue: services.catalogue,
       throttle: adminThrottle,
       clientAddress: services.clientAddress,
       logger,
@@ -157,6 +152,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       limiter: services.limiter,
       models: () => services.engine.listModels(),
       health: () => services.engine.health(),
+      catalogue: services.catalogue,
       adminToken: services.adminToken,
       redis: services.redis,
       clientAddress: services.clientAddress,
@@ -189,4 +185,37 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   });
 
   return app;
+}
+
+/** One model in /health's body: `status` ("ok" or why not) as before, the lifecycle fields beside it. */
+function modelHealthWire(h: ModelHealth) {
+  return {
+    id: h.model,
+    status: h.ready ? "ok" : (h.detail ?? "unavailable"),
+    ...(h.gpuLayers === undefined ? {} : { gpu_layers: h.gpuLayers }),
+    ...(h.state === undefined ? {} : { state: h.state }),
+    ...(h.progress === undefined
+      ? {}
+      : {
+          progress: {
+            downloaded_bytes: h.progress.downloadedBytes,
+            ...(h.progress.totalBytes === undefined ? {} : { total_bytes: h.progress.totalBytes }),
+            load: h.progress.load,
+          },
+        }),
+    ...(h.memory === undefined
+      ? {}
+      : { memory: { ram_bytes: h.memory.ramBytes, vram_bytes: h.memory.vramBytes } }),
+    ...(h.error === undefined ? {} : { error: h.error }),
+    ...(h.endpoints === undefined
+      ? {}
+      : {
+          endpoints: h.endpoints.map((e) => ({
+            url: e.url,
+            status: e.healthy ? "ok" : "ejected",
+            in_flight: e.inFlight,
+            ...(e.lastError === undefined ? {} : { error: e.lastError }),
+          })),
+        }),
+  };
 }

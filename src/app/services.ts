@@ -13,6 +13,7 @@ import { type HearthConfig, STORE_CONFIG_DEFAULTS } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import type { RateLimiter } from "../limits/types.js";
+import { ModelCatalogue, type ModelHost } from "../models/catalogue.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { openStore, type Store, type StoreDb } from "../store/open-store.js";
@@ -46,6 +47,11 @@ export interface Services {
   modelAccess: ModelAccess;
   /** Chat completions from a validated request to a metered generation (access, prepare, limits, queue). */
   completions: CompletionsService;
+  /**
+   * The embedded models added, removed, loaded and unloaded at run time (stored, broadcast to the replicas); absent
+   * when no embedded engine was given (an engine that cannot change its models).
+   */
+  catalogue: ModelCatalogue | undefined;
   /** Whether the store answers (one ping, cached ~1 s and bounded by a timeout, shared by every caller). */
   storeReady: () => Promise<boolean>;
   /** True once SIGTERM started the drain: /health answers 503 so balancers stop sending. */
@@ -56,6 +62,8 @@ export interface Services {
 
 export interface BuildServicesOptions {
   engine: Engine;
+  /** The embedded engine inside `engine`, whose models the catalogue changes at run time (default: none). */
+  modelHost?: ModelHost;
   logger: Logger;
   /** True once SIGTERM started the drain (default: never). */
   draining?: () => boolean;
@@ -105,8 +113,8 @@ export async function buildServices(
   try {
     tenancy = createTenancy(store.db, {
       keySecret: loadOrCreateKeySecret(config),
-      // Upstream models too: they are granted like embedded ones.
-      modelIds: config.modelIds,
+      // Upstream models too: they are granted like embedded ones; and models added at run time.
+      modelIds: () => engine.listModels().map((m) => m.id),
       onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
       storeStatus,
       staleIfErrorMs: storeConfig.staleKeysMs,
@@ -122,7 +130,10 @@ export async function buildServices(
       logger,
       storeReady: () => storeStatus.check(),
       ...(options.draining === undefined ? {} : { draining: options.draining }),
+      ...(options.modelHost === undefined ? {} : { modelHost: options.modelHost }),
     });
+    // The models added or removed at run time, before the engine starts loading.
+    await services.catalogue?.sync();
   } catch (err) {
     storeStatus.stop();
     await store.close();
@@ -172,6 +183,7 @@ interface ServiceParts {
   logger: Logger;
   storeReady: () => Promise<boolean>;
   draining?: () => boolean;
+  modelHost?: ModelHost;
 }
 
 /** Builds the limiter, usage meter, metrics and accounting around the engine, tenancy and store. */
@@ -203,6 +215,16 @@ function createServices(parts: ServiceParts): Services {
     accounting,
     modelAccess,
     completions: new CompletionsService({ engine, access: modelAccess, limiter, accounting }),
+    catalogue:
+      parts.modelHost === undefined
+        ? undefined
+        : new ModelCatalogue(db, {
+            host: parts.modelHost,
+            seed: config.models,
+            servedIds: () => engine.listModels().map((m) => m.id),
+            invalidation: tenancy.invalidation,
+            logger,
+          }),
     storeReady: parts.storeReady,
     draining: parts.draining ?? (() => false),
     clientAddress: createClientAddress(config.server.trustedProxies),

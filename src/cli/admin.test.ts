@@ -342,6 +342,7 @@ describe("hearth usage", () => {
       completionTokens: 30,
       cachedTokens: 4,
       status: "completed",
+      user: "u-41",
     });
     meter.record({
       ...base,
@@ -409,6 +410,21 @@ describe("hearth usage", () => {
     expect((await hearth(["usage", "--org", "acme"])).stdout).toMatch(
       /^Usage of organization "acme" \(all time\):\n/,
     );
+  });
+
+  it("--user passes the user to the server and names it in the title", async () => {
+    const result = await hearth(["usage", "--org", "acme", "--user", "u-41", "--by", "model"]);
+    expect(result).toMatchObject({ stderr: "", exitCode: 0 });
+    expect(result.requests).toEqual([`GET ${SERVER_URL}/admin/v1/orgs/acme/usage?by=model&user=u-41`]);
+    expect(result.stdout.split("\n")).toEqual([
+      'Usage of organization "acme" by user "u-41" (all time):',
+      "MODEL  REQUESTS  PROMPT  COMPLETION  REASONING  CACHED  TOTAL  ABORTED  ERRORS",
+      "tiny   1         12      30          0          4       42     0        0",
+      "total  1         12      30          0          4       42     0        0",
+      "",
+    ]);
+    const json = JSON.parse((await hearth(["usage", "--org", "acme", "--user", "u-4", "--json"])).stdout);
+    expect(json).toMatchObject({ user: "u-4", requests: 0, total_tokens: 0 });
   });
 
   it("refuses bad groupings, dates and unknown orgs on one line with exit code 1", async () => {

@@ -1,8 +1,9 @@
-// `hearth keys|orgs|users|usage|audit …`: thin clients of the running server's admin API (one file per group in admin/).
+// `hearth keys|orgs|users|usage|audit|models add… …`: thin clients of the running server's admin API (one file per group in admin/).
 import type { Command } from "commander";
 import type { HearthConfig } from "../config/schema.js";
 import { registerAuditCommand } from "./admin/audit.js";
 import { registerKeysCommands } from "./admin/keys.js";
+import { registerModelsAdminCommands } from "./admin/models.js";
 import { registerOrgsCommands } from "./admin/orgs.js";
 import { createAdminRunner } from "./admin/runner.js";
 import { registerUsageCommand } from "./admin/usage.js";
@@ -38,4 +39,5 @@ export function registerAdminCommands(
   registerUsersCommands(program, run);
   registerUsageCommand(program, run);
   registerAuditCommand(program, run);
+  registerModelsAdminCommands(program, run);
 }

@@ -1,11 +1,15 @@
 // `hearth models list` and `hearth models pull`: the configured models and their files in the local cache.
 import type { Command } from "commander";
+import { readAdminToken } from "../admin/admin-token.js";
+import type { ListWire, ModelWire } from "../admin/wire.js";
 import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
-import type { HearthConfig, ModelConfig } from "../config/schema.js";
+import { type HearthConfig, type ModelConfig, modelConfigSchema } from "../config/schema.js";
+import type { AcceleratorState } from "../engine/types.js";
 import { ModelFetchError } from "../models/errors.js";
 import { ensureModelFile, inspectModelFile } from "../models/fetch.js";
 import { createProgressReporter } from "../models/progress.js";
 import { ModelSourceError } from "../models/source.js";
+import { AdminClient } from "./admin/client.js";
 
 interface ModelRow {
   id: string;
@@ -14,6 +18,14 @@ interface ModelRow {
   parallel: number;
   cached: boolean;
   path: string;
+  /** What the running server reports; null when no server answers at HEARTH_URL or the model is not loaded. */
+  gpu: AcceleratorState["gpu"] | null;
+  gpuLayers: number | null;
+  /** With a running server: where the model is in its lifecycle, and its download or load progress. */
+  state?: string;
+  progress?: string;
+  /** Added at run time (not in hearth.yaml). */
+  added?: boolean;
 }
 
 /** Errors whose message is the whole story; anything else is still printed as one line, never with a stack. */
@@ -42,8 +54,13 @@ function table(rows: readonly (readonly string[])[]): string {
     .join("\n");
 }
 
-async function describeModel(model: ModelConfig, modelsDir: string): Promise<ModelRow> {
+async function describeModel(
+  model: ModelConfig,
+  modelsDir: string,
+  health: HealthBody | undefined,
+): Promise<ModelRow> {
   const { path, cached } = await inspectModelFile(model, modelsDir);
+  const gpuLayers = health?.models?.find((h) => h.id === model.id)?.gpu_layers;
   return {
     id: model.id,
     source: model.source,
@@ -51,7 +68,30 @@ async function describeModel(model: ModelConfig, modelsDir: string): Promise<Mod
     parallel: model.parallel,
     cached,
     path,
+    gpu: health?.engine?.gpu ?? null,
+    gpuLayers: gpuLayers ?? null,
   };
+}
+
+/** "cpu", "cuda, 12 layers"; "-" while the server does not say (not running, or the model not loaded yet). */
+function gpuCell(row: ModelRow): string {
+  if (row.gpu === null || row.gpuLayers === null) return "-";
+  return row.gpu === false ? "cpu" : `${row.gpu}, ${row.gpuLayers} layers`;
+}
+
+/** One line on the running server's backend, with the GPU's memory where RAM would be shown. */
+function engineLine(config: HearthConfig, health: HealthBody | undefined): string {
+  const configured = `configured gpu: ${String(config.gpu ?? "auto")}`;
+  const engine = health?.engine;
+  if (engine === undefined) return `Engine: unknown (no server at ${config.serverUrl}); ${configured}`;
+  if (engine.gpu === false) return `Engine: CPU (node-llama-cpp's llama.gpu is false); ${configured}`;
+  const vram =
+    engine.vram === undefined ? "" : `; VRAM ${gib(engine.vram.used)} used of ${gib(engine.vram.total)} GiB`;
+  return `Engine: GPU ${engine.gpu}${vram}; ${configured}`;
+}
+
+function gib(bytes: number): string {
+  return (bytes / 2 ** 30).toFixed(1);
 }
 
 interface UpstreamRow {
@@ -61,22 +101,132 @@ interface UpstreamRow {
 
 /** The server's /health body, as far as the CLI reads it. */
 interface HealthBody {
-  models?: { id: string; endpoints?: { url: string; status: string; in_flight: number; error?: string }[] }[];
+  engine?: AcceleratorState;
+  models?: {
+    id: string;
+    gpu_layers?: number;
+    state?: string;
+    progress?: ProgressWire;
+    error?: string;
+    endpoints?: { url: string; status: string; in_flight: number; error?: string }[];
+  }[];
+}
+
+/** The running server's /health body; undefined when no server answers at HEARTH_URL. */
+async function fetchHealth(config: HearthConfig): Promise<HealthBody | undefined> {
+  try {
+    const response = await fetch(`${config.serverUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+    return (await response.json()) as HealthBody;
+  } catch {
+    return undefined;
+  }
+}
+
+interface ProgressWire {
+  downloaded_bytes: number;
+  total_bytes?: number | null;
+  load: number;
+}
+
+/** An embedded model as the running server serves it: from the admin API (with the token), else from /health. */
+interface ServedModel {
+  id: string;
+  state: string;
+  progress: string;
+  /** Models added at run time: what the admin API says of them. */
+  source?: string;
+  contextSize?: number;
+  parallel?: number;
+}
+
+/** "downloading 12.3/90.1 MB", "loading 40%", "ready", or the failure. */
+export function progressText(
+  state: string,
+  progress: ProgressWire | undefined,
+  error?: string | null,
+): string {
+  const mb = (bytes: number) => (bytes / 1e6).toFixed(1);
+  if (state === "downloading" && progress !== undefined) {
+    const total = progress.total_bytes;
+    return total === undefined || total === null
+      ? `${mb(progress.downloaded_bytes)} MB`
+      : `${mb(progress.downloaded_bytes)}/${mb(total)} MB`;
+  }
+  if (state === "loading" && progress !== undefined) return `${Math.floor(progress.load * 100)}%`;
+  if (error !== undefined && error !== null) return error;
+  return "";
+}
+
+async function servedModels(
+  config: HearthConfig,
+  health: HealthBody | undefined,
+): Promise<ServedModel[] | undefined> {
+  if (readAdminToken(config) !== undefined) {
+    try {
+      const list = await new AdminClient(config, fetch).get<ListWire<ModelWire>>("/models");
+      return list.data.map((m) => ({
+        id: m.id,
+        state: m.state,
+        progress: progressText(m.state, m.progress, m.error),
+        source: m.source,
+        contextSize: m.context_size,
+        parallel: m.parallel,
+      }));
+    } catch {
+      // No server, or a token it does not take: /health still tells the states.
+    }
+  }
+  const models = health?.models?.filter((m) => m.state !== undefined);
+  if (models === undefined || models.length === 0) return undefined;
+  return models.map((m) => ({
+    id: m.id,
+    state: m.state ?? "unknown",
+    progress: progressText(m.state ?? "", m.progress, m.error),
+  }));
+}
+
+/**
+ * The configured embedded models, then those the server serves that were added at run time; with the server's
+ * state and progress when one answers.
+ */
+async function describeModels(
+  config: HearthConfig,
+  served: ServedModel[] | undefined,
+  health: HealthBody | undefined,
+): Promise<ModelRow[]> {
+  const configured = new Set(config.models.map((m) => m.id));
+  const added = (served ?? []).flatMap((m) =>
+    configured.has(m.id) || m.source === undefined
+      ? []
+      : [
+          modelConfigSchema.parse({
+            id: m.id,
+            source: m.source,
+            contextSize: m.contextSize,
+            parallel: m.parallel,
+          }),
+        ],
+  );
+  return Promise.all(
+    [...config.models, ...added].map(async (model) => {
+      const row = await describeModel(model, config.modelsDir, health);
+      const seen = served?.find((m) => m.id === model.id);
+      return {
+        ...row,
+        ...(configured.has(model.id) ? {} : { added: true }),
+        ...(served === undefined
+          ? {}
+          : { state: seen?.state ?? "not served", progress: seen?.progress ?? "" }),
+      };
+    }),
+  );
 }
 
 /**
  * Upstream models with each endpoint's health as the running server sees it (its probes and passive signals);
  * "unknown" when no server answers at HEARTH_URL.
  */
-async function describeUpstreamModels(config: HearthConfig): Promise<UpstreamRow[]> {
-  if (config.upstreamModels.length === 0) return [];
-  let health: HealthBody | undefined;
-  try {
-    const response = await fetch(`${config.serverUrl}/health`, { signal: AbortSignal.timeout(2_000) });
-    health = (await response.json()) as HealthBody;
-  } catch {
-    health = undefined;
-  }
+function describeUpstreamModels(config: HearthConfig, health: HealthBody | undefined): UpstreamRow[] {
   return config.upstreamModels.map((m) => {
     const seen = health?.models?.find((h) => h.id === m.id)?.endpoints ?? [];
     return {
@@ -131,28 +281,43 @@ export function registerModelsCommands(
   models
     .command("list")
     .description(
-      "list the configured models: embedded ones with their files in the cache, upstream ones with each endpoint's health",
+      "list the configured models: embedded ones with their files in the cache and the running server's backend (CPU or GPU), upstream ones with each endpoint's health",
     )
     .option("--json", "print a JSON array")
     .action(async (options: { json?: boolean }) => {
       try {
         const config = loadConfig();
-        const rows = await Promise.all(config.models.map((m) => describeModel(m, config.modelsDir)));
-        const upstream = await describeUpstreamModels(config);
+        const health = await fetchHealth(config);
+        const served = await servedModels(config, health);
+        const rows = await describeModels(config, served, health);
+        const upstream = describeUpstreamModels(config, health);
         if (options.json === true) {
           out(`${JSON.stringify([...rows, ...upstream], null, 2)}\n`);
           return;
         }
-        const header = ["ID", "SOURCE", "CONTEXT", "PARALLEL", "CACHED", "PATH"];
+        // With a server that answers: each model's state and progress too.
+        const states = served !== undefined;
+        const header = [
+          "ID",
+          "SOURCE",
+          "CONTEXT",
+          "PARALLEL",
+          "GPU",
+          "CACHED",
+          ...(states ? ["STATE", "PROGRESS"] : []),
+          "PATH",
+        ];
         const lines = rows.map((r) => [
           r.id,
           r.source,
           String(r.contextSize),
           String(r.parallel),
+          gpuCell(r),
           r.cached ? "yes" : "no",
+          ...(states ? [r.state ?? "not served", r.progress ?? ""] : []),
           r.path,
         ]);
-        if (lines.length > 0) out(`${table([header, ...lines])}\n`);
+        if (lines.length > 0) out(`${table([header, ...lines])}\n${engineLine(config, health)}\n`);
         if (upstream.length > 0) {
           const endpointLines = upstream.flatMap((m) =>
             m.upstream.endpoints.map((e) => [m.id, m.upstream.model, e.url, e.health]),

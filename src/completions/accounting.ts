@@ -18,6 +18,8 @@ export interface MeteredRequest {
   admission: Admission | undefined;
   /** Aborted when the client left: the record says `aborted`. */
   signal: AbortSignal;
+  /** The request's `user` (its caller's end user), stored with the record. */
+  user?: string | undefined;
 }
 
 export interface AccountingDeps {
@@ -88,6 +90,7 @@ export class Accounting {
       cachedTokens: usage.cachedTokens,
       status,
       latencyMs: Math.round(performance.now() - request.startedAt),
+      user: request.user,
     });
     metrics.tokens(request.model, usage);
     try {

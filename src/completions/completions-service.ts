@@ -114,6 +114,7 @@ export class CompletionsService {
       startedAt: caller.startedAt,
       admission,
       signal,
+      user: request.user,
     });
     return { generation: metered, rateLimit: admission.snapshot };
   }
@@ -138,6 +139,7 @@ function toGenerationRequest(
     // The organization scopes the prefix cache (never shared across organizations) and is the fairness key.
     cacheScope: orgId,
     ...(request.cacheSalt === undefined ? {} : { cacheSalt: request.cacheSalt }),
+    ...(request.user === undefined ? {} : { user: request.user }),
     signal,
     ...(request.output === undefined ? {} : { output: request.output }),
   };

@@ -25,10 +25,13 @@ export class ModelAccess {
     return found;
   }
 
-  /** Throws unless the principal may call the model and the engine can serve it now. */
+  /**
+   * Throws unless the principal may call the model and the engine can serve it now; a granted model that is
+   * unloaded starts loading (on demand) and the caller is told to retry.
+   */
   async assertCallable(principal: Principal, model: string): Promise<void> {
     await this.find(principal, model);
-    const health = this.engine.health().find((h) => h.model === model);
+    const health = this.engine.demand?.(model) ?? this.engine.health().find((h) => h.model === model);
     if (health !== undefined && !health.ready) throw new EngineNotReadyError(model, health.detail);
   }
 }

@@ -13,6 +13,7 @@ export interface CompletionRequest {
   enableThinking: boolean;
   /** JSON mode or tools: the reply is constrained (absent for free text). */
   output?: OutputRequest;
+  /** The caller's id for its end user (OpenAI's `user`): recorded with the usage, forwarded to upstream engines. */
   user?: string;
   /** Prefix-cache reuse only between requests with the same salt (always within the organization). */
   cacheSalt?: string;

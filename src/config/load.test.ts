@@ -83,6 +83,37 @@ describe("loadConfig", () => {
     );
   });
 
+  it("reads gpu (default auto) and each model's gpuLayers (default auto)", () => {
+    const none = loadConfig({ env: {} });
+    expect(none.gpu).toBe("auto");
+    expect(none.models[0]?.gpuLayers).toBe("auto");
+    for (const gpu of ["auto", "cuda", "vulkan"]) expect(load(`gpu: ${gpu}\n`).gpu).toBe(gpu);
+    expect(load("gpu: false\n").gpu).toBe(false);
+    const layers = (value: string) =>
+      load(`models:\n  - id: a\n    source: ./a.gguf\n    gpuLayers: ${value}\n`).models[0]?.gpuLayers;
+    expect(layers("0")).toBe(0);
+    expect(layers("33")).toBe(33);
+    expect(layers("max")).toBe("max");
+    expect(layers("auto")).toBe("auto");
+  });
+
+  it("refuses a bad gpu or gpuLayers with a config error naming the field and the choices", () => {
+    for (const bad of ["true", "cpu", "metal", "yes", "1", '"false"']) {
+      expect(() => load(`gpu: ${bad}\n`)).toThrow(
+        /^Config file .* is not valid:\n {2}- gpu: expected auto, cuda, vulkan or false \(the CPU\), but got /,
+      );
+    }
+    expect(() => load("gpu: cude\n")).toThrow(/gpu: .*but got "cude"$/);
+    const model = (value: string) => `models:\n  - id: a\n    source: ./a.gguf\n    gpuLayers: ${value}\n`;
+    for (const bad of ["all", "2.5", "-1", "true", "[1]"]) {
+      expect(() => load(model(bad))).toThrow(ConfigError);
+      expect(() => load(model(bad))).toThrow(/models\.0\.gpuLayers: /);
+    }
+    expect(() => load(model("many"))).toThrow(
+      /models\.0\.gpuLayers: expected a whole number of layers \(0 = none\), auto .* or max \(all\), but got "many"/,
+    );
+  });
+
   it("rejects a non-integer port in the environment", () => {
     expect(() => loadConfig({ env: { HEARTH_PORT: "eighty" } })).toThrow(/HEARTH_PORT must be an integer/);
   });

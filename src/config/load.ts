@@ -128,6 +128,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     dataDir: resolve(env.HEARTH_DATA_DIR || ".hearth"),
     databaseUrl: env.HEARTH_DATABASE_URL || undefined,
     store: parsed.data.store,
+    memory: parsed.data.memory,
     redisUrl: env.HEARTH_REDIS_URL || undefined,
     modelsDir: resolve(env.HEARTH_MODELS_DIR || join(homedir(), ".cache", "hearth", "models")),
     adminToken: env.HEARTH_ADMIN_TOKEN || undefined,
@@ -135,6 +136,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     keySecret,
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",
+    gpu: parsed.data.gpu,
   };
 }
 

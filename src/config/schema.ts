@@ -1,8 +1,21 @@
 // zod schema of hearth.yaml and the built-in defaults; the types every other module reads config through.
 import { isIP } from "node:net";
 import { z } from "zod";
+import { parseByteSize, parseKeepAlive } from "./durations.js";
 
 export const DEFAULT_MODEL_ID = "smollm2-135m-instruct";
+
+/** `gpu`: node-llama-cpp's prebuilt backends; auto = the GPU when one works, else the CPU (docs/models.md). */
+const gpuSchema = z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)], {
+  error: (issue) =>
+    `expected auto, cuda, vulkan or false (the CPU), but got ${JSON.stringify(issue.input) ?? "nothing"}`,
+});
+
+/** Layers offloaded to the GPU, as node-llama-cpp's loadModel({ gpuLayers }) takes them. */
+const gpuLayersSchema = z.union([z.number().int().min(0).max(10_000), z.enum(["auto", "max"])], {
+  error: (issue) =>
+    `expected a whole number of layers (0 = none), auto (as many as fit in free VRAM) or max (all), but got ${JSON.stringify(issue.input) ?? "nothing"}`,
+});
 
 export const modelConfigSchema = z
   .object({
@@ -35,6 +48,7 @@ export const modelConfigSchema = z
       .default(30_000)
       .describe("longest wait in the queue before the request is refused with 503"),
     threads: z.number().int().min(0).max(256).default(0).describe("0 = the cores this process may use"),
+    gpuLayers: gpuLayersSchema.default("auto").describe("layers offloaded to the GPU (ignored on the CPU)"),
     batchSize: z.number().int().min(16).max(8192).default(512),
     prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),
     promptCharsPerToken: z
@@ -44,6 +58,13 @@ export const modelConfigSchema = z
       .default(8)
       .describe(
         "a rendered prompt longer than contextSize × this many characters is refused before tokenizing",
+      ),
+    keepAlive: z
+      .union([z.number(), z.string()])
+      .refine((v) => parseKeepAlive(v) !== undefined, 'seconds, or a duration such as "30s", "5m", "1h30m"')
+      .optional()
+      .describe(
+        "unload the model after it has been idle this long (Ollama's keep_alive); negative or absent: never",
       ),
   })
   .strict();
@@ -385,16 +406,37 @@ export const STORE_CONFIG_DEFAULTS: StoreConfig = Object.freeze(storeConfigSchem
  */
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 25_000;
 
+const byteSize = (what: string) =>
+  z
+    .union([z.number(), z.string()])
+    .refine((v) => parseByteSize(v) !== undefined, 'bytes, or a size such as "512MiB", "8GiB"')
+    .transform((v) => parseByteSize(v) ?? 0)
+    .optional()
+    .describe(what);
+
+/** What the embedded engine's loaded models may take together (docs/models.md); unset: no budget. */
+export const memoryBudgetSchema = z
+  .object({
+    ram: byteSize("host memory for the loaded models' weights and contexts"),
+    vram: byteSize("GPU memory, when the models run on a GPU"),
+  })
+  .strict();
+
+export type MemoryBudget = z.infer<typeof memoryBudgetSchema>;
+
 export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
     store: storeConfigSchema.default(STORE_CONFIG_DEFAULTS),
     models: z.array(modelEntrySchema).min(1).optional(),
     metrics: metricsConfigSchema.default({}),
+    memory: memoryBudgetSchema.optional(),
+    gpu: gpuSchema.default("auto"),
   })
   .strict();
 
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
+export type GpuSetting = z.infer<typeof gpuSchema>;
 export type ServerConfig = z.infer<typeof serverConfigSchema>;
 export type RequestLimits = z.infer<typeof requestLimitsSchema>;
 
@@ -418,6 +460,8 @@ export interface HearthConfig {
   dataDir: string;
   /** PostgreSQL instead of the embedded PGlite store when set. */
   databaseUrl: string | undefined;
+  /** The embedded engine's memory budget; optional so configs built by hand need not name it (none: no budget). */
+  memory?: MemoryBudget | undefined;
   /** Pool timeouts, store health, stale keys; optional so configs built by hand need not name it. */
   store?: StoreConfig | undefined;
   redisUrl: string | undefined;
@@ -431,4 +475,6 @@ export interface HearthConfig {
   /** Where the CLI finds a running server. */
   serverUrl: string;
   logLevel: string;
+  /** The embedded engine's backend; optional (default auto) so configs built by hand need not name it. */
+  gpu?: GpuSetting | undefined;
 }

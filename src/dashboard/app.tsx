@@ -63,6 +63,8 @@ export interface DashboardOptions {
   models?: DashboardDeps["models"];
   /** Each model's health for the operator view (services.engine.health). */
   health?: DashboardDeps["health"];
+  /** The operator view's models page (load, unload); absent: that page says models cannot change at run time. */
+  catalogue?: DashboardDeps["catalogue"];
   /** The admin token: opens the operator view at <base>/operator; absent, the view is off. */
   adminToken?: string | undefined;
   /** Wrong admin tokens at the operator sign-in (default: OPERATOR_THROTTLE_RULES, like `throttle`). */
@@ -105,6 +107,7 @@ export function createDashboardApp(options: DashboardOptions): Hono<DashboardEnv
     limiter: options.limiter,
     models: options.models,
     health: options.health,
+    catalogue: options.catalogue,
     adminToken: options.adminToken,
     operatorThrottle:
       options.operatorThrottle ?? createOperatorThrottle(OPERATOR_THROTTLE_RULES, options.redis),

@@ -73,7 +73,9 @@ beforeAll(async () => {
     model: string,
     prompt: number,
     completion: number,
+    user: string | null = null,
   ) => ({
+    user,
     at: new Date(at),
     orgId,
     keyId,
@@ -89,11 +91,11 @@ beforeAll(async () => {
   await store.db
     .insert(usageRecords)
     .values([
-      record(now - 60_000, defaultOrgId, ci.id, "tiny", 10, 5),
+      record(now - 60_000, defaultOrgId, ci.id, "tiny", 10, 5, "end-user-9"),
       record(now - 120_000, defaultOrgId, web.id, "small", 20, 7),
-      record(now - DAY - 60_000, defaultOrgId, ci.id, "tiny", 30, 11),
-      record(now - 40 * DAY, defaultOrgId, ci.id, "tiny", 1000, 1000),
-      record(now - 60_000, otherId, "key_other", "tiny", 777, 333),
+      record(now - DAY - 60_000, defaultOrgId, ci.id, "tiny", 30, 11, "end-user-9"),
+      record(now - 40 * DAY, defaultOrgId, ci.id, "tiny", 1000, 1000, "end-user-9"),
+      record(now - 60_000, otherId, "key_other", "tiny", 777, 333, "end-user-9"),
     ]);
   // The dashboard alone, without usage, limiter, models or admin token (no server builds it so, but the pages must
   // not break): each page says what it cannot show.
@@ -214,6 +216,31 @@ describe("Usage page", () => {
     const sum = report.tokensByModelAndDay.flatMap((s) => s.values).reduce((a, b) => a + b, 0);
     expect(sum).toBe(report.totals.total_tokens);
     expect(report.tokensByModelAndDay.map((s) => s.model)).toEqual(["small", "tiny"]);
+  });
+
+  it("filters by end user (the requests' user), within the period and the org, and keeps it in the form", async () => {
+    const client = await member();
+    const res = await client.get("/dashboard/usage?period=30d&user=end-user-9");
+    expect(res.status).toBe(200);
+    const page = await pageText(res);
+    // Two of the three requests in 30 days sent it; the one 40 days ago and the other org's are not counted.
+    expect(page).toContain('<td data-total="requests">2</td>');
+    expect(page).toContain('<td data-total="total_tokens">56</td>');
+    expect(page).toContain("sent with the end user <code>end-user-9</code>");
+    expect(page).toMatch(/<input id="usage-user" name="user" type="text" value="end-user-9"/);
+    expect(page).not.toContain(`web <code>sk-…${keyIds.webLast4}</code>`);
+    const nobody = await pageText(await client.get("/dashboard/usage?period=30d&user=end-user"));
+    expect(nobody).toContain('<td data-total="requests">0</td>');
+  });
+
+  it("refuses an end user id no request can have sent, keeping the form", async () => {
+    const client = await member();
+    const res = await client.get(`/dashboard/usage?period=7d&user=${"u".repeat(65)}`);
+    expect(res.status).toBe(400);
+    const page = await pageText(res);
+    expect(page).toContain("An end user id is at most 64 characters");
+    expect(page).toContain(`value="${"u".repeat(65)}"`);
+    expect(page).toContain('role="alert"');
   });
 
   it("refuses a wrong period in words, keeping the form", async () => {

@@ -5,10 +5,12 @@
 // the user is signed in, the session is within its idle and absolute limits, the active org is one of theirs
 // (`auth.org`, with their role), and a POST carried the right `_csrf`. Owner-only actions check
 // `requireOwner(c)`.
+
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ModelHealth, ModelInfo } from "../engine/types.js";
 import type { RateLimiter } from "../limits/types.js";
+import type { ModelCatalogue } from "../models/catalogue.js";
 import type { Logger } from "../observability/logger.js";
 import type { SessionPolicy } from "../tenancy/sessions.js";
 import type { Tenancy } from "../tenancy/tenancy.js";
@@ -63,6 +65,8 @@ export interface DashboardDeps {
   models?: (() => readonly ModelInfo[]) | undefined;
   /** Each model's health and its upstream endpoints' (the operator view's fleet section). */
   health?: (() => readonly ModelHealth[]) | undefined;
+  /** The embedded models, loaded and unloaded from the operator view's models page. */
+  catalogue?: ModelCatalogue | undefined;
   /** Opens the operator view (operator/); absent: the view is off. */
   adminToken?: string | undefined;
   /** Failed operator sign-ins (wrong admin tokens); the admin API shares it (one budget per address). */

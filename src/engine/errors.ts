@@ -95,6 +95,19 @@ export class TooManyChoicesError extends Error {
   }
 }
 
+/** A `logit_bias` key is not a token id of the model's vocabulary (ids 0 to `vocabularySize` − 1). */
+export class UnknownTokenError extends Error {
+  override name = "UnknownTokenError";
+  constructor(
+    readonly token: number,
+    readonly vocabularySize: number,
+  ) {
+    super(
+      `Invalid key in 'logit_bias': ${token} is not a token of this model's vocabulary (token ids are 0 to ${vocabularySize - 1}).`,
+    );
+  }
+}
+
 /** The model cannot serve now: still loading (embedded), or no healthy endpoint (upstream). */
 export class EngineNotReadyError extends Error {
   override name = "EngineNotReadyError";
@@ -104,5 +117,35 @@ export class EngineNotReadyError extends Error {
     readonly detail = "loading",
   ) {
     super(`Model ${model} cannot serve now: ${detail}.`);
+  }
+}
+
+/** Loading the model would exceed the memory budget even with every idle model unloaded. */
+export class ModelMemoryError extends Error {
+  override name = "ModelMemoryError";
+  constructor(
+    readonly model: string,
+    readonly resource: "ram" | "vram",
+    readonly needBytes: number,
+    readonly budgetBytes: number,
+    readonly heldBytes: number,
+  ) {
+    const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MiB`;
+    super(
+      `Model ${model} needs ${mib(needBytes)} of ${resource.toUpperCase()} and does not fit in the memory budget (${mib(budgetBytes)}): ${mib(heldBytes)} are held by models that are busy or loading. Unload a model, or raise memory.${resource}.`,
+    );
+  }
+}
+
+/** The model is configured but not in the catalogue any more, or an id added twice. */
+export class ModelCatalogueError extends Error {
+  override name = "ModelCatalogueError";
+  constructor(
+    readonly model: string,
+    readonly reason: "exists" | "not_found",
+  ) {
+    super(
+      reason === "exists" ? `A model with id ${model} already exists.` : `No model ${model} is configured.`,
+    );
   }
 }

@@ -1,7 +1,9 @@
-// One Engine over several: each configured model is served by the engine that lists it (the embedded llama.cpp
-// engine for `source` models, the upstream engine for `upstream` ones), in the config's order.
+// One Engine over several: each model is served by the engine that lists it (the embedded llama.cpp engine for
+// `source` models, the upstream engine for `upstream` ones), configured models in the config's order, then models
+// added at run time. Engines may add and remove models at run time: a model is looked up when it is asked for.
 import { UnknownModelError } from "./errors.js";
 import type {
+  AcceleratorState,
   Engine,
   Generation,
   GenerationRequest,
@@ -13,7 +15,6 @@ import type {
 } from "./types.js";
 
 export class EngineRegistry implements Engine {
-  private readonly byModel = new Map<string, Engine>();
   private readonly rank: ReadonlyMap<string, number>;
 
   /** `order`: every configured model id in the config's order; each engine serves the ids it lists. */
@@ -22,10 +23,11 @@ export class EngineRegistry implements Engine {
     order: readonly string[],
   ) {
     this.rank = new Map(order.map((id, i) => [id, i]));
+    const seen = new Set<string>();
     for (const engine of engines) {
       for (const model of engine.listModels()) {
-        if (this.byModel.has(model.id)) throw new Error(`two engines serve model ${model.id}`);
-        this.byModel.set(model.id, engine);
+        if (seen.has(model.id)) throw new Error(`two engines serve model ${model.id}`);
+        seen.add(model.id);
       }
     }
   }
@@ -48,6 +50,11 @@ export class EngineRegistry implements Engine {
     );
   }
 
+  demand(model: string): ModelHealth | undefined {
+    const engine = this.engineFor(model);
+    return engine.demand?.(model) ?? engine.health().find((h) => h.model === model);
+  }
+
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     return this.engineFor(request.model).prepare(request);
   }
@@ -67,6 +74,15 @@ export class EngineRegistry implements Engine {
     );
   }
 
+  /** The embedded engine's (at most one engine computes here). */
+  async accelerator(): Promise<AcceleratorState | undefined> {
+    for (const engine of this.engines) {
+      const state = await engine.accelerator?.();
+      if (state !== undefined) return state;
+    }
+    return undefined;
+  }
+
   async drain(): Promise<void> {
     await Promise.all(this.engines.map((e) => e.drain()));
   }
@@ -76,7 +92,7 @@ export class EngineRegistry implements Engine {
   }
 
   private engineFor(model: string): Engine {
-    const engine = this.byModel.get(model);
+    const engine = this.engines.find((e) => e.listModels().some((m) => m.id === model));
     if (engine === undefined) throw new UnknownModelError(model);
     return engine;
   }

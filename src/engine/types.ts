@@ -68,6 +68,13 @@ export interface SamplingParams {
   stop: string[];
   /** Benchmarks only: never stop on an end-of-generation token. */
   ignoreEos?: boolean;
+  /**
+   * OpenAI's `logprobs`/`top_logprobs`: absent = no log probabilities; a number = report each content token's log
+   * probability with that many (0–20) most likely alternatives.
+   */
+  logprobs?: number;
+  /** OpenAI's `logit_bias`: token id → a value (−100..100) added to its logit before sampling. Absent = none. */
+  logitBias?: ReadonlyMap<number, number>;
 }
 
 export interface GenerationRequest {
@@ -88,6 +95,8 @@ export interface GenerationRequest {
   cacheSalt?: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
+  /** OpenAI's `user` (the caller's end-user id): upstream engines receive it; it never changes what is generated. */
+  user?: string;
   /**
    * Whether `prepare` must count the prompt exactly (a TPM pre-charge, whose organization has a tokens limit). False:
    * an engine that would have to ask another server for the count (an upstream's tokenize route, a round trip)
@@ -136,8 +145,40 @@ export interface UsageCounts {
  */
 export type DeltaTarget = { kind: "reasoning" } | { kind: "tool_call"; call: number; name?: string };
 
+/** A token as OpenAI's logprobs show it: its text, its UTF-8 bytes (a token may hold part of a character). */
+export interface TokenText {
+  token: string;
+  bytes: number[];
+}
+
+/**
+ * The lowest logprob reported, OpenAI's value for a token of negligible probability: JSON has no -Infinity, which a
+ * probability that underflowed float32 (or a token the grammar or a -100 bias ruled out) would otherwise give.
+ */
+export const LOGPROB_FLOOR = -9999;
+
+/** A candidate token at one position, with its log probability. */
+export interface TokenAlternative extends TokenText {
+  logprob: number;
+}
+
+/** One generated token with its log probability and the `top` most likely tokens at its position. */
+export interface TokenLogprob extends TokenAlternative {
+  topLogprobs: TokenAlternative[];
+}
+
 export type GenerationEvent =
-  | { type: "delta"; choice: number; text: string; target?: DeltaTarget }
+  | {
+      type: "delta";
+      choice: number;
+      text: string;
+      target?: DeltaTarget;
+      /**
+       * With `sampling.logprobs`: the content tokens this delta's text came from (content deltas only; may be empty
+       * when the text was held back by an earlier token, e.g. a stop string that did not match).
+       */
+      logprobs?: TokenLogprob[];
+    }
   | {
       type: "finish";
       choice: number;
@@ -177,6 +218,32 @@ export interface EndpointHealth {
   lastError?: string;
 }
 
+/** Where an embedded model is in its lifecycle (src/engine/llama/model-slot.ts). */
+export const MODEL_STATES = Object.freeze([
+  "unloaded",
+  "downloading",
+  "loading",
+  "ready",
+  "unloading",
+  "failed",
+] as const);
+export type ModelState = (typeof MODEL_STATES)[number];
+
+/** How far an embedded model's download and load have come (the last ones, while unloaded). */
+export interface ModelProgress {
+  /** Bytes of the model file fetched so far, and the total when known (0/absent: it was in the cache). */
+  downloadedBytes: number;
+  totalBytes?: number;
+  /** llama.cpp's load progress, 0..1. */
+  load: number;
+}
+
+/** What loading an embedded model takes, by node-llama-cpp's own resolvers (model + its context). */
+export interface MemoryEstimate {
+  ramBytes: number;
+  vramBytes: number;
+}
+
 /** One model's health right now: `/health` and `hearth models list`. */
 export interface ModelHealth {
   model: string;
@@ -184,8 +251,24 @@ export interface ModelHealth {
   ready: boolean;
   /** Why not, in words, when not ready. */
   detail?: string;
+  /** Embedded models: where the model is in its lifecycle, with progress and the memory it takes. */
+  state?: ModelState;
+  progress?: ModelProgress;
+  memory?: MemoryEstimate;
+  /** Embedded models: why the last load failed. */
+  error?: string;
   /** Upstream models: each endpoint. */
   endpoints?: EndpointHealth[];
+  /** Embedded models once loaded: layers offloaded to the GPU (0 on the CPU). */
+  gpuLayers?: number;
+}
+
+/** What the embedded engine computes on: node-llama-cpp's backend, and on a GPU its memory (bytes). */
+export interface AcceleratorState {
+  /** The backend node-llama-cpp loaded: a GPU type, or false for the CPU. */
+  gpu: "cuda" | "vulkan" | "metal" | false;
+  /** On a GPU: VRAM of all devices together, as llama.cpp reports it. */
+  vram?: { total: number; used: number; free: number };
 }
 
 /** One model's load right now (the metrics gauges). */
@@ -205,6 +288,11 @@ export interface Engine {
   isReady(): boolean;
   /** Each model's health, in `listModels` order. */
   health(): ModelHealth[];
+  /**
+   * One model's health for a request about to use it: an embedded model that is unloaded starts loading now (on
+   * demand), and the request is told to come back (503). Absent: `health()` is read instead.
+   */
+  demand?(model: string): ModelHealth | undefined;
   /**
    * Renders and tokenizes the prompt, checks it and the output budget against the model's context and compiles
    * the output grammar. Queues nothing and holds nothing. Rejects with errors from engine/errors.ts: unknown
@@ -227,5 +315,7 @@ export interface Engine {
   drain(): Promise<void>;
   /** Every loaded model's sequences and queue right now. */
   modelLoad(): ModelLoad[];
+  /** The embedded engine's backend once started; engines that compute nothing here do not have it. */
+  accelerator?(): Promise<AcceleratorState | undefined>;
   dispose(): Promise<void>;
 }

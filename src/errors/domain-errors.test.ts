@@ -72,6 +72,13 @@ describe("domainApiError", () => {
       null,
     ],
     [
+      "an upstream's 400 naming its param",
+      new UpstreamError("bad bias", 400, false, true, "bad bias", "logit_bias"),
+      400,
+      "invalid_request_error",
+      "logit_bias",
+    ],
+    [
       "an upstream failing mid-stream",
       new UpstreamError("x", 502, true, false),
       503,

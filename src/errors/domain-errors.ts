@@ -8,6 +8,8 @@ import { RenderQueueFullError } from "../chat/template-thread.js";
 import {
   ContextOverflowError,
   EngineNotReadyError,
+  ModelCatalogueError,
+  ModelMemoryError,
   PromptTooLongError,
   QueueFullError,
   QueueTimeoutError,
@@ -15,10 +17,12 @@ import {
   ToolsUnsupportedError,
   TooManyChoicesError,
   UnknownModelError,
+  UnknownTokenError,
 } from "../engine/errors.js";
 import { EndpointEjectedError } from "../engine/upstream/endpoint-pool.js";
 import { EngineDisposedError, FirstTokenTimeoutError } from "../engine/upstream/upstream-call.js";
 import { UpstreamError, UpstreamProtocolError } from "../engine/upstream/upstream-error.js";
+import { ModelEntryError } from "../models/catalogue.js";
 import { StoreUnavailableError } from "../store/store-status.js";
 import {
   AccountExistsError,
@@ -74,18 +78,28 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   if (err instanceof RequestAbortedError) return new ClientClosedRequestError();
   if (err instanceof UnknownModelError) return new ModelNotFoundError(err.model);
   if (err instanceof EngineNotReadyError) {
-    // Loading is the whole service starting; an upstream model without a healthy endpoint is that model alone.
-    return err.detail === "loading"
-      ? new NotReadyError()
+    // Models load and unload one by one at run time: the answer names the model and what it is doing.
+    return err.detail === "loading" || err.detail === "downloading"
+      ? new NotReadyError(`The model \`${err.model}\` is ${err.detail}, please try again shortly.`)
       : new NotReadyError(
           `The model \`${err.model}\` is unavailable right now (${err.detail}), please try again shortly.`,
         );
   }
+  if (err instanceof ModelMemoryError) return new NotReadyError(err.message);
+  // The model catalogue (admin API).
+  if (err instanceof ModelCatalogueError) {
+    return err.reason === "exists"
+      ? new ConflictError(err.message)
+      : new NotFoundError(err.message, "model_not_found");
+  }
+  if (err instanceof ModelEntryError) return new InvalidRequestError(err.message, err.param ?? null);
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
+  if (err instanceof UnknownTokenError) return new InvalidRequestError(err.message, "logit_bias");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;
   // an endpoint that failed is retried before the 200, so what reaches here failed mid-stream or at shutdown.
-  if (err instanceof UpstreamError && err.clientError) return new InvalidRequestError(err.message);
+  if (err instanceof UpstreamError && err.clientError)
+    return new InvalidRequestError(err.message, err.param ?? null);
   if (
     err instanceof UpstreamError ||
     err instanceof UpstreamProtocolError ||

@@ -54,7 +54,8 @@ beforeAll(() => {
     redisUrl: undefined,
     modelsDir: join(root, "models"),
     adminToken: undefined,
-    serverUrl: "http://127.0.0.1:8000",
+    // Nothing listens on the discard port: no running server, whatever else runs on this machine.
+    serverUrl: "http://127.0.0.1:9",
     logLevel: "info",
   };
 });
@@ -80,6 +81,8 @@ describe("hearth models list", () => {
         parallel: 2,
         cached: true,
         path: join(root, "good.gguf"),
+        gpu: null,
+        gpuLayers: null,
       },
       {
         id: "missing",
@@ -88,6 +91,8 @@ describe("hearth models list", () => {
         parallel: 8,
         cached: false,
         path: join(root, "missing.gguf"),
+        gpu: null,
+        gpuLayers: null,
       },
     ]);
   });
@@ -95,9 +100,42 @@ describe("hearth models list", () => {
   it("prints a table by default", async () => {
     const { out } = await runCli(["models", "list"]);
     const lines = out.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+CACHED\s+PATH$/);
-    expect(lines[1]).toMatch(/^good\s+\S+good\.gguf\s+4096\s+2\s+yes\s+\S+good\.gguf$/);
-    expect(lines[2]).toMatch(/^missing\s+.*\s+no\s+/);
+    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+PATH$/);
+    expect(lines[1]).toMatch(/^good\s+\S+good\.gguf\s+4096\s+2\s+-\s+yes\s+\S+good\.gguf$/);
+    expect(lines[2]).toMatch(/^missing\s+.*\s+-\s+no\s+/);
+    expect(lines[3]).toBe("Engine: unknown (no server at http://127.0.0.1:9); configured gpu: auto");
+  });
+
+  it("shows the running server's backend, each model's GPU layers and the GPU's memory", async () => {
+    // A real HTTP server answering /health as a Hearth on a GPU would (none runs here: docs/models.md).
+    const body = {
+      status: "starting",
+      engine: { gpu: "cuda", vram: { total: 8 * 2 ** 30, used: 1.5 * 2 ** 30, free: 6.5 * 2 ** 30 } },
+      models: [
+        { id: "good", status: "ok", gpu_layers: 24 },
+        { id: "missing", status: "loading" },
+      ],
+    };
+    const server = createServer((_req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.end(JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const running = { ...config, serverUrl: `http://127.0.0.1:${port}`, gpu: "cuda" as const };
+    try {
+      const lines = (await runCli(["models", "list"], () => running)).out.trimEnd().split("\n");
+      expect(lines[1]).toMatch(/^good\s+\S+\s+4096\s+2\s+cuda, 24 layers\s+yes\s/);
+      expect(lines[2]).toMatch(/^missing\s+\S+\s+2048\s+8\s+-\s+no\s/);
+      expect(lines[3]).toBe("Engine: GPU cuda; VRAM 1.5 used of 8.0 GiB; configured gpu: cuda");
+      const json = JSON.parse((await runCli(["models", "list", "--json"], () => running)).out);
+      expect(json.map((r: { gpu: unknown; gpuLayers: unknown }) => [r.gpu, r.gpuLayers])).toEqual([
+        ["cuda", 24],
+        ["cuda", null],
+      ]);
+    } finally {
+      server.close();
+    }
   });
 
   it("prints a config error as one line and exits 1", async () => {

@@ -137,3 +137,22 @@ class BarProgress implements ProgressReporter {
     this.bar = undefined;
   }
 }
+
+/** Both reporters see every call (the terminal's bar and the engine's recorded progress). */
+export function teeProgress(a: ProgressReporter, b: ProgressReporter | undefined): ProgressReporter {
+  if (b === undefined) return a;
+  return {
+    phase(modelId, phase, totalBytes) {
+      a.phase(modelId, phase, totalBytes);
+      b.phase(modelId, phase, totalBytes);
+    },
+    update(doneBytes, totalBytes) {
+      a.update(doneBytes, totalBytes);
+      b.update(doneBytes, totalBytes);
+    },
+    finish() {
+      a.finish();
+      b.finish();
+    },
+  };
+}

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { AcceleratorState } from "../engine/types.js";
 import { Metrics, type ModelLoadSource } from "./metrics.js";
 
 interface Sample {
@@ -104,6 +105,41 @@ describe("Metrics", () => {
     expect(value(samples, "hearth_busy_sequences", { model: "m1" })).toBe(0);
     // A model that is gone is not reported with its last value.
     expect(value(samples, "hearth_sequences", { model: "m2" })).toBeUndefined();
+  });
+
+  it("reads the engine's backend, its GPU layers and the GPU's memory at every scrape", async () => {
+    let state: AcceleratorState | undefined;
+    const load = {
+      modelLoad: () => [],
+      health: () => [
+        { model: "m1", ready: true, gpuLayers: state?.gpu === false ? 0 : 30 },
+        { model: "m2", ready: false, detail: "loading" },
+        { model: "fleet", ready: true, endpoints: [] },
+      ],
+      accelerator: async () => state,
+    };
+    const metrics = new Metrics(load);
+    // Before the engine has started: no backend to report.
+    let { samples } = parse((await metrics.render()).body);
+    expect(samples.filter((s) => s.name === "hearth_engine_gpu_info")).toEqual([]);
+
+    state = { gpu: false };
+    ({ samples } = parse((await metrics.render()).body));
+    expect(samples.filter((s) => s.name === "hearth_engine_gpu_info")).toEqual([
+      { name: "hearth_engine_gpu_info", labels: { gpu: "false" }, value: 1 },
+    ]);
+    expect(samples.filter((s) => s.name === "hearth_gpu_vram_bytes")).toEqual([]);
+    expect(samples.filter((s) => s.name === "hearth_model_gpu_layers")).toEqual([
+      { name: "hearth_model_gpu_layers", labels: { model: "m1" }, value: 0 },
+    ]);
+
+    state = { gpu: "cuda", vram: { total: 8e9, used: 2e9, free: 6e9 } };
+    ({ samples } = parse((await metrics.render()).body));
+    expect(value(samples, "hearth_engine_gpu_info", { gpu: "cuda" })).toBe(1);
+    expect(value(samples, "hearth_engine_gpu_info", { gpu: "false" })).toBeUndefined();
+    expect(value(samples, "hearth_gpu_vram_bytes", { state: "used" })).toBe(2e9);
+    expect(value(samples, "hearth_gpu_vram_bytes", { state: "total" })).toBe(8e9);
+    expect(value(samples, "hearth_model_gpu_layers", { model: "m1" })).toBe(30);
   });
 
   it("reads each upstream endpoint's state at every scrape, labelled by model and endpoint index only", async () => {

@@ -1,11 +1,15 @@
 // Prometheus metrics (prom-client) for GET /metrics: requests, tokens, latencies, queue and sequence load.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { EndpointHealth, ModelHealth, UsageCounts } from "../engine/types.js";
+import type { AcceleratorState, EndpointHealth, ModelHealth, UsageCounts } from "../engine/types.js";
 
-/** The engine as the gauges read it at scrape time: each model's load, and each upstream endpoint's state. */
+/**
+ * The engine as the gauges read it at scrape time: each model's load, each upstream endpoint's state, and the
+ * embedded engine's backend.
+ */
 export interface ModelLoadSource {
   modelLoad(): { model: string; parallel: number; busySequences: number; queueDepth: number }[];
   health?(): ModelHealth[];
+  accelerator?(): Promise<AcceleratorState | undefined>;
 }
 
 /**
@@ -95,6 +99,44 @@ export class Metrics {
     loadGauge("hearth_queue_depth", "Requests waiting for a free sequence.", (l) => l.queueDepth);
     loadGauge("hearth_busy_sequences", "Sequences generating or prefilling.", (l) => l.busySequences);
     loadGauge("hearth_sequences", "Sequences (parallel slots) of the model's context.", (l) => l.parallel);
+
+    // The embedded engine's backend, as node-llama-cpp's llama.gpu names it ("false": the CPU), and the GPU's memory
+    // beside process_resident_memory_bytes (absent on the CPU, where llama.cpp reports none).
+    new Gauge({
+      name: "hearth_engine_gpu_info",
+      help: 'The embedded engine\'s backend: 1 with label gpu = "cuda", "vulkan", "metal" or "false" (the CPU).',
+      labelNames: ["gpu"],
+      registers,
+      async collect() {
+        this.reset();
+        const state = await load.accelerator?.();
+        if (state !== undefined) this.set({ gpu: String(state.gpu) }, 1);
+      },
+    });
+    new Gauge({
+      name: "hearth_gpu_vram_bytes",
+      help: "GPU memory as llama.cpp reports it (all devices), by state: total, used, free.",
+      labelNames: ["state"],
+      registers,
+      async collect() {
+        this.reset();
+        const vram = (await load.accelerator?.())?.vram;
+        if (vram === undefined) return;
+        for (const state of ["total", "used", "free"] as const) this.set({ state }, vram[state]);
+      },
+    });
+    new Gauge({
+      name: "hearth_model_gpu_layers",
+      help: "Layers of an embedded model offloaded to the GPU (0 on the CPU).",
+      labelNames: ["model"],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of load.health?.() ?? []) {
+          if (m.gpuLayers !== undefined) this.set({ model: m.model }, m.gpuLayers);
+        }
+      },
+    });
 
     // Upstream endpoints, labelled by model and the endpoint's index in the config (bounded; never a URL or key).
     const endpoints = () =>

@@ -128,6 +128,9 @@ export const usageRecords = pgTable(
     // "completed" (the reply was sent whole), "aborted" (the client left), "error" (failed after admission).
     status: text("status").notNull(),
     latencyMs: integer("latency_ms").notNull(),
+    // The request's `user` (the caller's end-user id, at most 64 characters); null when absent. Not `user`: a
+    // reserved word in SQL.
+    user: text("end_user"),
   },
   (t) => [
     index("usage_records_org_at_idx").on(t.orgId, t.at),
@@ -202,6 +205,15 @@ export const dashboardFlashes = pgTable(
   (t) => [index("dashboard_flashes_session_id_idx").on(t.sessionId)],
 );
 
+// The model catalogue's changes made at run time (admin API, CLI, dashboard): hearth.yaml's models are the seed, a
+// row changes it. `config` is the model entry as given (hearth.yaml's shape, validated by its schema); null removes
+// the model (a seed model too, so it stays removed after a restart).
+export const modelCatalogue = pgTable("model_catalogue", {
+  id: text("id").primaryKey(),
+  config: jsonb("config").$type<Record<string, unknown>>(),
+  updatedAt: instant("updated_at").notNull().defaultNow(),
+});
+
 export type OrganizationRow = typeof organizations.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type ModelGrantRow = typeof modelGrants.$inferSelect;
@@ -211,3 +223,4 @@ export type AuditLogRow = typeof auditLog.$inferSelect;
 export type UsageRecordRow = typeof usageRecords.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type InvitationRow = typeof invitations.$inferSelect;
+export type ModelCatalogueRow = typeof modelCatalogue.$inferSelect;

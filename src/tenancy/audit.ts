@@ -33,8 +33,16 @@ export const ACCOUNT_AUDIT_ACTIONS = Object.freeze([
   "invitation.claim",
   "user.password",
 ] as const);
+/** The model catalogue's changes (admin API, CLI, the operator view): the target is the model id. */
+export const MODEL_AUDIT_ACTIONS = Object.freeze([
+  "model.add",
+  "model.remove",
+  "model.load",
+  "model.unload",
+] as const);
 export type AuditAction =
   | (typeof AUDIT_ACTIONS)[number]
+  | (typeof MODEL_AUDIT_ACTIONS)[number]
   | (typeof MEMBER_AUDIT_ACTIONS)[number]
   | (typeof ACCOUNT_AUDIT_ACTIONS)[number];
 

@@ -99,6 +99,11 @@ const messageSchema: z.ZodType<Message> = z.object({
   event: z.discriminatedUnion("kind", [
     z.object({ kind: z.literal("key"), keyId: z.string() }),
     z.object({ kind: z.literal("org"), orgId: z.string() }),
+    z.object({
+      kind: z.literal("model"),
+      modelId: z.string(),
+      action: z.enum(["changed", "load", "unload"]),
+    }),
   ]),
 });
 

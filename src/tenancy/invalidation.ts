@@ -1,5 +1,5 @@
 // The cache-invalidation fan-out: a change drops what it made stale from this replica's caches at once and is
-// handed to listeners (the Redis broadcast), which carry it to the other replicas.
+// handed to listeners (the Redis broadcast), which carry it to the other replicas. The model catalogue rides on it.
 
 /**
  * A change that stale cache entries must not outlive: a revoked key, or an org whose limits or grants changed.
@@ -8,6 +8,11 @@
 export type CacheInvalidation =
   | { kind: "key"; keyId: string }
   | { kind: "org"; orgId: string }
+  /**
+   * The model catalogue (src/models/catalogue.ts): a model was added or removed ("changed": read the store again), or
+   * an operator loaded or unloaded it (every replica does the same).
+   */
+  | { kind: "model"; modelId: string; action: "changed" | "load" | "unload" }
   /** Changes may have been missed (the broadcast was cut off): drop everything. Never sent to other replicas. */
   | { kind: "all" };
 

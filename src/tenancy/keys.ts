@@ -64,7 +64,7 @@ export class KeyService {
       if (event.kind === "key") this.keyCache.deleteWhere((entry) => entry.principal.keyId === event.keyId);
       else if (event.kind === "org")
         this.keyCache.deleteWhere((entry) => entry.principal.orgId === event.orgId);
-      else this.keyCache.clear();
+      else if (event.kind === "all") this.keyCache.clear();
     });
   }
 

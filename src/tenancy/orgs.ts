@@ -24,8 +24,8 @@ const MAX_LIMIT_VALUE = 2_000_000_000;
 type LimitChanges = { rpm?: number | null; tpm?: number | null };
 
 export interface OrgServiceOptions {
-  /** Ids of the configured models; grants of anything else are refused. */
-  modelIds: readonly string[];
+  /** Ids of the models served now (a function: models are added and removed at run time); grants of anything else are refused. */
+  modelIds: readonly string[] | (() => readonly string[]);
   /** The grant cache's TTL and size: the delay before a change made elsewhere takes effect. */
   cache: TtlCacheOptions;
   /** Whether the store answers: while it does not, grant sets read recently are served from the cache. */
@@ -35,8 +35,7 @@ export interface OrgServiceOptions {
 }
 
 export class OrgService {
-  private readonly modelIds: readonly string[];
-  private readonly knownModels: ReadonlySet<string>;
+  private readonly modelIds: () => readonly string[];
   private readonly grantCache: TtlCache<string, ReadonlySet<string>>;
   private readonly invalidation: CacheInvalidations;
   private readonly store: StoreStatus;
@@ -47,8 +46,8 @@ export class OrgService {
     options: OrgServiceOptions,
   ) {
     this.store = options.store;
-    this.modelIds = [...options.modelIds];
-    this.knownModels = new Set(options.modelIds);
+    const ids = options.modelIds;
+    this.modelIds = typeof ids === "function" ? ids : () => ids;
     this.grantCache = new TtlCache(options.cache);
     this.invalidation = options.invalidation;
     this.now = options.now;
@@ -233,7 +232,8 @@ export class OrgService {
   }
 
   private assertKnownModel(modelId: string): void {
-    if (!this.knownModels.has(modelId)) throw new UnknownModelIdError(modelId, this.modelIds);
+    const known = this.modelIds();
+    if (!known.includes(modelId)) throw new UnknownModelIdError(modelId, known);
   }
 }
 

@@ -18,8 +18,8 @@ import { UserService } from "./users.js";
 export interface TenancyOptions {
   /** HMAC key for API keys (see auth/key-secret.ts). */
   keySecret: Uint8Array;
-  /** Ids of the configured models; grants of anything else are refused. */
-  modelIds: readonly string[];
+  /** Ids of the models served now (a function: models are added and removed at run time); grants of anything else are refused. */
+  modelIds: readonly string[] | (() => readonly string[]);
   /** How long verified keys and grant sets are cached: the delay before a change made elsewhere takes effect. */
   cacheTtlMs?: number;
   cacheMaxEntries?: number;

@@ -228,6 +228,18 @@ describe.each(STORE_BACKENDS)("PgUsageMeter on %s", (_name, makeBackend) => {
     expect(errors).toEqual([]);
   });
 
+  it("stores the request's user, and null when it sent none or an empty one", async () => {
+    const org = `org_${randomUUID()}`;
+    const { meter: m, errors } = meter({ flushIntervalMs: 60_000 });
+    m.record(usageRecord(org, 1, { user: "user-\u00e9\u{1F600}-7" }));
+    m.record(usageRecord(org, 2));
+    m.record(usageRecord(org, 3, { user: "" }));
+    m.record(usageRecord(org, 4, { user: "a\0b" }));
+    await m.flush();
+    expect((await rowsOf(org)).map((r) => r.user)).toEqual(["user-\u00e9\u{1F600}-7", null, null, "ab"]);
+    expect(errors).toEqual([]);
+  });
+
   it("dispose() writes the buffer and stops the timer; later records are written at once", async () => {
     const org = `org_${randomUUID()}`;
     const { meter: m } = meter({ flushIntervalMs: 60_000 });

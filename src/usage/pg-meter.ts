@@ -10,7 +10,7 @@ export interface PgUsageMeterOptions {
   onError: (err: unknown) => void;
   /** How long a record may wait in the buffer before it is written; what a `kill -9` can lose. Default 250. */
   flushIntervalMs?: number;
-  /** Rows per INSERT statement (PostgreSQL allows 65,535 parameters: 11 per row). Default 1,000. */
+  /** Rows per INSERT statement (PostgreSQL allows 65,535 parameters: 12 per row). Default 1,000. */
   maxBatch?: number;
   /**
    * Records held while the store is failing; past it the oldest are dropped (reported as
@@ -31,7 +31,7 @@ export const USAGE_METER_DEFAULTS = Object.freeze({
   disposeTimeoutMs: 5000,
 });
 
-// 11 bound parameters per row; PostgreSQL's wire protocol allows 65,535 per statement.
+// 12 bound parameters per row; PostgreSQL's wire protocol allows 65,535 per statement.
 const MAX_ROWS_PER_INSERT = 5000;
 const MAX_INT4 = 2_147_483_647;
 const STATUSES: ReadonlySet<UsageStatus> = new Set<UsageStatus>(["completed", "aborted", "error"]);
@@ -252,6 +252,7 @@ function toRow(r: UsageRecord): Row {
     cachedTokens: count(r.cachedTokens),
     status: STATUSES.has(r.status) ? r.status : "error",
     latencyMs: count(r.latencyMs),
+    user: r.user === undefined || r.user === "" ? null : text(r.user),
   };
 }
 

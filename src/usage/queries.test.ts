@@ -30,16 +30,17 @@ function row(at: string, overrides: Partial<UsageRecord> = {}): UsageRecord {
 
 // Around a UTC midnight, so grouping by day must not depend on the session's time zone.
 const RECORDS: UsageRecord[] = [
-  row("2030-03-01T23:59:59.999Z", { promptTokens: 100, completionTokens: 20, cachedTokens: 64 }),
+  row("2030-03-01T23:59:59.999Z", { promptTokens: 100, completionTokens: 20, cachedTokens: 64, user: "bob" }),
   row("2030-03-02T00:00:00.000Z", {
     model: "small",
     keyId: "key_b",
     completionTokens: 7,
     reasoningTokens: 3,
+    user: "alice",
   }),
-  row("2030-03-02T12:00:00.000Z", { status: "aborted", completionTokens: 2 }),
+  row("2030-03-02T12:00:00.000Z", { status: "aborted", completionTokens: 2, user: "alice" }),
   row("2030-03-04T08:00:00.000Z", { model: "small", status: "error", promptTokens: 30, completionTokens: 0 }),
-  row("2030-03-02T10:00:00.000Z", { orgId: OTHER_ORG, promptTokens: 1000 }),
+  row("2030-03-02T10:00:00.000Z", { orgId: OTHER_ORG, promptTokens: 1000, user: "alice" }),
 ];
 
 describe.each(STORE_BACKENDS)("UsageQueries on %s", (_name, makeBackend) => {
@@ -137,6 +138,21 @@ describe.each(STORE_BACKENDS)("UsageQueries on %s", (_name, makeBackend) => {
     ]);
     expect(small.totals.requests).toBe(2);
     expect((await queries.summary(ORG, { model: "none" })).totals).toEqual(emptyUsageTotals());
+  });
+
+  it("filters by user: exactly that string, within the org, with the other filters", async () => {
+    const alice = await queries.summary(ORG, { user: "alice", by: "key" });
+    expect(alice.totals).toMatchObject({ requests: 2, prompt_tokens: 20, completion_tokens: 9, aborted: 1 });
+    expect(alice.groups.map((g) => [g.key, g.requests])).toEqual([
+      ["key_a", 1],
+      ["key_b", 1],
+    ]);
+    expect((await queries.summary(ORG, { user: "alice", model: "tiny" })).totals.requests).toBe(1);
+    expect((await queries.summary(ORG, { user: "bob" })).totals.total_tokens).toBe(120);
+    expect((await queries.summary(OTHER_ORG, { user: "alice" })).totals.prompt_tokens).toBe(1000);
+    // Exact: neither a prefix nor another case matches.
+    expect((await queries.summary(ORG, { user: "ali" })).totals).toEqual(emptyUsageTotals());
+    expect((await queries.summary(ORG, { user: "Alice" })).totals).toEqual(emptyUsageTotals());
   });
 
   it("counts since inclusively and until exclusively", async () => {

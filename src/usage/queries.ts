@@ -33,6 +33,8 @@ export interface UsageQuery {
   by?: UsageGroupBy | undefined;
   /** Only this model's records (e.g. one chart series: by day for one model). */
   model?: string | undefined;
+  /** Only the records of requests that sent this `user` (exact match). */
+  user?: string | undefined;
 }
 
 export type UsageGroup = { key: string } & UsageTotals;
@@ -88,6 +90,7 @@ export class UsageQueries {
     if (q.since !== undefined) conditions.push(gte(t.at, q.since));
     if (q.until !== undefined) conditions.push(lt(t.at, q.until));
     if (q.model !== undefined) conditions.push(eq(t.model, q.model));
+    if (q.user !== undefined) conditions.push(eq(t.user, q.user));
     const where = and(...conditions);
     if (q.by === undefined) {
       const [row] = await this.db.select(TOTALS).from(t).where(where);

@@ -16,6 +16,8 @@ export interface UsageRecord {
   cachedTokens: number;
   status: UsageStatus;
   latencyMs: number;
+  /** The request's `user`, the caller's id for its end user (absent or empty: none). */
+  user?: string | undefined;
 }
 
 export interface UsageMeter {

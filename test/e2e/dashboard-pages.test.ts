@@ -62,13 +62,17 @@ async function admin(method: string, path: string, body?: unknown): Promise<Resp
   });
 }
 
-function chat(key: string, maxTokens: number) {
+function chat(key: string, maxTokens: number, user?: string) {
   return openaiClient(server, key).chat.completions.create({
     model: MODEL,
     messages: [{ role: "user", content: "Name a colour." }],
     max_tokens: maxTokens,
+    ...(user === undefined ? {} : { user }),
   });
 }
+
+/** The end user one of the Usage page's requests is sent for (the page's End user filter finds it). */
+const END_USER = "end-user-5e1f";
 
 const grouped = (n: number) => n.toLocaleString("en-US");
 
@@ -143,13 +147,19 @@ describe("operator view", () => {
 
 describe("the first owner's Usage, Models and Limits pages", () => {
   const used = { requests: 0, prompt: 0, completion: 0 };
+  /** The prompt and completion tokens of the one request sent with END_USER. */
+  const byEndUser = { prompt: 0, completion: 0 };
 
   it("Limits shows the limits set by the operator and the requests just made", async () => {
     for (const maxTokens of [3, 5, 8]) {
-      const completion = await chat(server.apiKey, maxTokens);
+      const completion = await chat(server.apiKey, maxTokens, maxTokens === 5 ? END_USER : undefined);
       used.requests += 1;
       used.prompt += completion.usage?.prompt_tokens ?? 0;
       used.completion += completion.usage?.completion_tokens ?? 0;
+      if (maxTokens === 5) {
+        byEndUser.prompt = completion.usage?.prompt_tokens ?? 0;
+        byEndUser.completion = completion.usage?.completion_tokens ?? 0;
+      }
     }
     expect(used.prompt).toBeGreaterThan(0);
 
@@ -203,6 +213,18 @@ describe("the first owner's Usage, Models and Limits pages", () => {
     await page.keyboard.press("Enter");
     await page.waitForURL(/period=30d/);
     expect(await page.locator('[data-total="prompt_tokens"]').textContent()).toBe(grouped(used.prompt));
+    // The End user filter: only the request sent with that user.
+    await page.getByLabel("End user", { exact: true }).fill(END_USER);
+    await page.getByRole("button", { name: "Show usage" }).click();
+    await page.waitForURL(new RegExp(`user=${END_USER}`));
+    expect(await total.textContent()).toBe("1");
+    expect(await page.locator('[data-total="completion_tokens"]').textContent()).toBe(
+      grouped(byEndUser.completion),
+    );
+    expect(await page.locator('[data-total="total_tokens"]').textContent()).toBe(
+      grouped(byEndUser.prompt + byEndUser.completion),
+    );
+    expect(await page.getByLabel("End user", { exact: true }).inputValue()).toBe(END_USER);
     // A wrong date is refused in words.
     await page.goto(`${server.url}/dashboard/usage?period=dates&since=2031-02-30`);
     await page.getByRole("alert").filter({ hasText: '"2031-02-30" is not a date' }).waitFor();

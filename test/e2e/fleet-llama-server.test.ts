@@ -132,16 +132,71 @@ describe("a Hearth gateway in front of llama-server", () => {
     expect(plainChunks.some((c) => c.usage !== undefined && c.usage !== null)).toBe(false);
   });
 
-  it("records the usage llama-server reported, for the gateway's organization", async () => {
+  it("relays llama-server's logprobs in OpenAI's shape, streamed and not, and forwards logit_bias", async () => {
+    const asked = { model: MODEL, messages, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2 };
+    const completion = await client.chat.completions.create(asked);
+    const entries = completion.choices[0]?.logprobs?.content ?? [];
+    expect(entries).toHaveLength(completion.usage?.completion_tokens ?? -1);
+    expect(Buffer.from(entries.flatMap((e) => e.bytes ?? [])).toString("utf8")).toBe(
+      completion.choices[0]?.message.content,
+    );
+    for (const entry of entries) {
+      expect(entry.logprob).toBeLessThanOrEqual(0);
+      expect(entry.top_logprobs).toHaveLength(2);
+      // Greedy: the chosen token is llama-server's most likely one.
+      expect(entry.top_logprobs[0]?.token).toBe(entry.token);
+      expect(Object.keys(entry).sort()).toEqual(["bytes", "logprob", "token", "top_logprobs"]);
+    }
+    // The same request straight to llama-server: the same tokens and values.
+    const direct = (await (
+      await fetch(`${upstream.baseUrl}/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...asked, model: "smollm2-135m-instruct" }),
+      })
+    ).json()) as { choices: { logprobs: { content: { token: string; logprob: number }[] } }[] };
+    const directEntries = direct.choices[0]?.logprobs.content ?? [];
+    expect(entries.map((e) => e.token)).toEqual(directEntries.map((e) => e.token));
+    entries.forEach((e, i) => {
+      expect(e.logprob).toBeCloseTo(directEntries[i]?.logprob as number, 4);
+    });
+
+    const stream = await client.chat.completions.create({ ...asked, stream: true });
+    const streamed: string[] = [];
+    for await (const chunk of stream) {
+      for (const e of chunk.choices[0]?.logprobs?.content ?? []) streamed.push(e.token);
+    }
+    expect(streamed).toEqual(entries.map((e) => e.token));
+
+    // llama-server judges the ids of its own vocabulary: banning the first token changes the reply.
+    const tokenized = (await (
+      await fetch(`${upstream.url}/tokenize`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ content: entries[0]?.token }),
+      })
+    ).json()) as { tokens: number[] };
+    expect(tokenized.tokens).toHaveLength(1);
+    const banned = await client.chat.completions.create({
+      ...asked,
+      logit_bias: { [String(tokenized.tokens[0])]: -100 },
+    });
+    expect(banned.choices[0]?.logprobs?.content?.[0]?.token).not.toBe(entries[0]?.token);
+  });
+
+  it("records the usage llama-server reported, for the gateway's organization and the request's user", async () => {
     const before = JSON.parse((await hearthCli(gateway, ["usage", "--org", "default", "--json"])).stdout) as {
       completion_tokens: number;
       requests: number;
     };
+    // The gateway forwards `user`; llama-server takes the request with it (it ignores the field).
+    const user = "llama-server-end-user";
     const completion = await client.chat.completions.create({
       model: MODEL,
       messages,
       max_tokens: 7,
       temperature: 0,
+      user,
     });
     let after = before;
     for (let i = 0; i < 40 && after.requests === before.requests; i++) {
@@ -152,6 +207,10 @@ describe("a Hearth gateway in front of llama-server", () => {
     }
     expect(after.requests).toBe(before.requests + 1);
     expect(after.completion_tokens - before.completion_tokens).toBe(completion.usage?.completion_tokens);
+    const byUser = JSON.parse(
+      (await hearthCli(gateway, ["usage", "--org", "default", "--user", user, "--json"])).stdout,
+    ) as typeof before;
+    expect(byUser).toMatchObject({ requests: 1, completion_tokens: completion.usage?.completion_tokens });
   });
 
   it("refuses tools with a 400 naming why, not a plain-text answer: this llama-server's template cannot call tools", async () => {

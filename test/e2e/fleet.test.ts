@@ -15,6 +15,7 @@ import {
   metricSum,
   startGateway,
   startWorker,
+  WORKER_MODEL,
   waitFor,
 } from "../support/fleet.js";
 import { createKeyWithCli, hearthCli, openaiClient, type ServerProcess } from "../support/server-process.js";
@@ -35,10 +36,22 @@ interface UsageTotals {
   total_tokens: number;
 }
 
-async function usageOf(server: Pick<ServerProcess, "url" | "dataDir">): Promise<UsageTotals> {
-  const { stdout } = await hearthCli(server, ["usage", "--org", "default", "--json"]);
+async function usageOf(
+  server: Pick<ServerProcess, "url" | "dataDir">,
+  ...args: string[]
+): Promise<UsageTotals> {
+  const { stdout } = await hearthCli(server, ["usage", "--org", "default", "--json", ...args]);
   const { requests, prompt_tokens, completion_tokens, total_tokens } = JSON.parse(stdout) as UsageTotals;
   return { requests, prompt_tokens, completion_tokens, total_tokens };
+}
+
+/** The workers' usage added up: what the gateway's records must equal. */
+function sumOf(totals: UsageTotals[]): UsageTotals {
+  const sum: UsageTotals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  for (const t of totals) {
+    for (const field of Object.keys(sum) as (keyof UsageTotals)[]) sum[field] += t[field];
+  }
+  return sum;
 }
 
 const requestsServed = (w: ServerProcess) => metricSum(w.url, "hearth_requests_total");
@@ -132,18 +145,28 @@ describe("chat completions through the fleet", () => {
       seen.total_tokens += u?.total_tokens ?? 0;
     };
     const messages = [{ role: "user" as const, content: "Name three colors." }];
+    // The end user's id goes upstream with the request: the workers record it too.
+    const user = "fleet-end-user-1";
+    const seenByUser: UsageTotals = { requests: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
 
-    const plain = await client.chat.completions.create({ model: FLEET_MODEL, messages, max_tokens: 16 });
+    const plain = await client.chat.completions.create({
+      model: FLEET_MODEL,
+      messages,
+      max_tokens: 16,
+      user,
+    });
     expect(plain.model).toBe(FLEET_MODEL);
     expect(plain.id).toMatch(/^chatcmpl-/);
     expect(plain.choices[0]?.message.content?.length).toBeGreaterThan(0);
     expect(plain.usage?.completion_tokens).toBeGreaterThan(0);
     add(plain.usage);
+    Object.assign(seenByUser, seen);
 
     const stream = await client.chat.completions.create({
       model: FLEET_MODEL,
       messages,
       max_tokens: 16,
+      user,
       stream: true,
       stream_options: { include_usage: true },
     });
@@ -158,6 +181,7 @@ describe("chat completions through the fleet", () => {
     const deltas = chunks.filter((c) => (c.choices[0]?.delta.content ?? "") !== "").length;
     expect(last?.usage?.completion_tokens).toBeGreaterThanOrEqual(deltas);
     add(last?.usage ?? undefined);
+    Object.assign(seenByUser, seen);
 
     // Without include_usage: no usage chunk (the gateway still asks the worker for usage, for its records).
     const quiet = await consume({ messages, max_tokens: 8 });
@@ -192,19 +216,47 @@ describe("chat completions through the fleet", () => {
     let workerSum: UsageTotals | undefined;
     await waitFor("the usage records of 4 requests", async () => {
       gatewayUsage = await usageOf(gateway.server);
-      const [a, b] = await Promise.all(workers.map(usageOf));
-      workerSum = {
-        requests: (a?.requests ?? 0) + (b?.requests ?? 0),
-        prompt_tokens: (a?.prompt_tokens ?? 0) + (b?.prompt_tokens ?? 0),
-        completion_tokens: (a?.completion_tokens ?? 0) + (b?.completion_tokens ?? 0),
-        total_tokens: (a?.total_tokens ?? 0) + (b?.total_tokens ?? 0),
-      };
+      workerSum = sumOf(await Promise.all(workers.map((w) => usageOf(w))));
       return gatewayUsage.requests === 4 && workerSum.requests === 4;
     });
     expect(gatewayUsage).toEqual(workerSum);
     const quietTokens = (gatewayUsage?.total_tokens ?? 0) - seen.total_tokens;
     expect(quietTokens).toBeGreaterThan(0);
     expect((gatewayUsage?.completion_tokens ?? 0) - seen.completion_tokens).toBeGreaterThan(0);
+
+    // The two requests that sent `user`: exactly what their responses reported, at the gateway and the workers.
+    expect(await usageOf(gateway.server, "--user", user)).toEqual(seenByUser);
+    expect(sumOf(await Promise.all(workers.map((w) => usageOf(w, "--user", user))))).toEqual(seenByUser);
+  });
+
+  it("relays a worker's logprobs (and forwards logit_bias): the same tokens and values as the worker's own", async () => {
+    const asked = {
+      messages: [{ role: "user" as const, content: "Name a colour." }],
+      max_tokens: 6,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 3,
+      // A bias the worker validates against its vocabulary: id 0 is <|endoftext|> on the default model.
+      logit_bias: { "0": -1 },
+    };
+    const relayed = await client.chat.completions.create({ ...asked, model: FLEET_MODEL });
+    const direct = await openaiClient(workers[0] as ServerProcess).chat.completions.create({
+      ...asked,
+      model: WORKER_MODEL,
+    });
+    const entries = relayed.choices[0]?.logprobs?.content ?? [];
+    expect(entries.length).toBeGreaterThan(0);
+    expect(entries).toEqual(direct.choices[0]?.logprobs?.content);
+    // An id beyond the worker's vocabulary: the worker's 400, relayed with its param.
+    const err = await client.chat.completions
+      .create({ ...asked, model: FLEET_MODEL, logit_bias: { "999999": 1 } })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(err).toBeInstanceOf(APIError);
+    expect((err as APIError).status).toBe(400);
+    expect((err as APIError).param).toBe("logit_bias");
   });
 
   it("lists fleet-smol with the workers' context length; 404 without a grant; 429 before any worker", async () => {

@@ -1,25 +1,18 @@
 // Two `hearth serve` replicas sharing one PostgreSQL and one Redis: an organization's requests per minute hold
 // exactly across both, whichever replica a request lands on.
-import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import OpenAI, { type APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { INVALIDATION_CHANNEL } from "../../src/tenancy/invalidation-broadcast.js";
-import {
-  hearthCli,
-  openaiClient,
-  type ServerProcess,
-  startServerProcess,
-} from "../support/server-process.js";
-import { type Backend, postgresBackend } from "../support/store-backends.js";
+import { type ReplicaPair, startReplicaPair, TEST_REDIS_URL } from "../support/replicas.js";
+import { hearthCli, openaiClient, type ServerProcess } from "../support/server-process.js";
 
 const MODEL = "smollm2-135m-instruct";
-const REDIS_URL = process.env.HEARTH_TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
+const REDIS_URL = TEST_REDIS_URL;
 const RPM = 4;
 
-/** What the replicas share: the database, Redis, the key secret and the admin token. */
+let pair: ReplicaPair;
 let shared: Record<string, string>;
-let backend: Backend;
 let first: ServerProcess;
 let second: ServerProcess;
 
@@ -28,22 +21,12 @@ async function hearth(...args: string[]): Promise<string> {
 }
 
 beforeAll(async () => {
-  backend = await postgresBackend();
-  shared = {
-    HEARTH_DATABASE_URL: backend.options.databaseUrl ?? "",
-    HEARTH_REDIS_URL: REDIS_URL,
-    HEARTH_KEY_SECRET: randomBytes(32).toString("hex"),
-    HEARTH_ADMIN_TOKEN: `admin-${randomBytes(16).toString("hex")}`,
-  };
-  // The first replica initialises the empty store (and prints its bootstrap key); the second joins it.
-  first = await startServerProcess({ env: shared, args: ["--parallel", "2"] });
-  second = await startServerProcess({ env: shared, args: ["--parallel", "2"], bootstrap: false });
+  pair = await startReplicaPair();
+  ({ shared, first, second } = pair);
 });
 
 afterAll(async () => {
-  await second?.stop();
-  await first?.stop();
-  await backend?.cleanup();
+  await pair?.stop();
 });
 
 describe("limits across two replicas", () => {

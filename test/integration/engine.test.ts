@@ -233,6 +233,32 @@ describe("llama engine on the real model", () => {
     expect(cached[3]).toBeGreaterThan(100);
   });
 
+  it("two conversations on one system prompt each keep their whole prompt cached", async () => {
+    // The second conversation copies the shared system prompt from the first one's slot into another slot instead
+    // of overwriting it, so the first one's next request finds its whole prompt again.
+    const system = "You are a patient teacher who explains things with small examples. ".repeat(12);
+    const convo = (question: string) =>
+      request("", {
+        cacheScope: "org_two_convos",
+        sampling: sampling({ maxTokens: 1 }),
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: question },
+        ],
+      });
+    const first = "Explain, with one small example, how a lever lets a child lift a heavy box.";
+    const second = "Explain, with one small example, why ice floats on water in a glass.";
+    const usage = async (question: string) => (await collect(await generate(engine, convo(question)))).usage;
+    expect((await usage(first)).cachedTokens).toBe(0);
+    const other = await usage(second);
+    // The system prompt, copied from the first conversation's slot.
+    expect(other.cachedTokens).toBeGreaterThan(100);
+    expect(other.cachedTokens).toBeLessThan(other.promptTokens - 10);
+    const again = await usage(first);
+    // Everything but the last prompt token, which is evaluated for its logits.
+    expect(again.cachedTokens).toBe(again.promptTokens - 1);
+  });
+
   it("reuses a cached prefix only between requests with the same cache_salt", async () => {
     const system = "You are a careful librarian who answers briefly. ".repeat(20);
     const convo = (question: string, cacheSalt?: string) =>

@@ -1,19 +1,15 @@
 // Fails loudly, naming the member, when a node-llama-cpp upgrade removes or breaks a private member Hearth uses
 // (src/engine/llama/llama-internals.ts). The engine would keep working on the fallbacks, only slower or less exact.
 import {
-  getLlama,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
   LlamaGrammarEvaluationState,
-  LlamaLogLevel,
   type LlamaModel,
   type Token,
   TokenBias,
 } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load.js";
-import { usableCores } from "../../src/engine/llama/cpu.js";
 import {
   copySequenceState,
   findBiasMap,
@@ -23,14 +19,13 @@ import {
   grammarAccepts,
   LLAMA_INTERNALS,
   type LlamaInternal,
+  type NativeCall,
   overrideDecodeThreads,
   setLogit,
+  traceNativeCalls,
+  unboundedTopK,
 } from "../../src/engine/llama/llama-internals.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
-
-const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
-const base = config.models[0];
-if (base === undefined) throw new Error("no default model");
+import { loadDefaultModel } from "../support/llama-engine.js";
 
 let llama: Llama;
 let model: LlamaModel;
@@ -44,13 +39,7 @@ function gone(internal: LlamaInternal, consequence: string): string {
 }
 
 beforeAll(async () => {
-  llama = await getLlama({
-    gpu: false,
-    build: "never",
-    maxThreads: usableCores(),
-    logLevel: LlamaLogLevel.error,
-  });
-  model = await llama.loadModel({ modelPath: await ensureModelFile(base, { modelsDir: config.modelsDir }) });
+  ({ llama, model } = await loadDefaultModel());
   context = await model.createContext({ sequences: 2, contextSize: 512, flashAttention: true });
 });
 
@@ -157,6 +146,43 @@ describe("node-llama-cpp private members used by the engine", () => {
       } finally {
         reference.dispose();
       }
+    } finally {
+      await own.dispose();
+    }
+  });
+
+  it(`${LLAMA_INTERNALS.noTopK}: a null option leaves top-k out of the sampler chain`, () => {
+    const message = gone(
+      "noTopK",
+      "sampling at temperature > 0 sorts the whole vocabulary on every token (topK 0)",
+    );
+    const sequence = context.getSequence();
+    try {
+      // null, not 0: the library dropped it (test/integration/sampling-distribution.test.ts checks the draws).
+      expect(unboundedTopK(sequence), message).toBeNull();
+    } finally {
+      sequence.dispose();
+    }
+  });
+
+  it(`${LLAMA_INTERNALS.nativeCalls}: the step profile times each decode and sampling`, async () => {
+    const message = gone("nativeCalls", "bench/step-profile.ts cannot time the addon's calls");
+    const own = await model.createContext({ sequences: 1, contextSize: 256, flashAttention: true });
+    try {
+      const calls: NativeCall[] = [];
+      expect(
+        traceNativeCalls(own, (call) => calls.push(call)),
+        message,
+      ).toBe(true);
+      const [first, second] = model.tokenize("The capital of France is");
+      const sequence = own.getSequence();
+      await sequence.evaluateWithoutGeneratingNewTokens([first as Token]);
+      expect(await nextToken(sequence, second as Token)).toBeDefined();
+      expect(
+        calls.map((c) => c.kind),
+        message,
+      ).toEqual(["decode", "decode", "sample"]);
+      for (const call of calls) expect(call.end).toBeGreaterThanOrEqual(call.start);
     } finally {
       await own.dispose();
     }

@@ -148,8 +148,8 @@ const VALID: Record<string, (rng: Rng, model: string) => Json> = {
   ],
   tool_choice: (rng) => pick(rng, ["auto", "none", "required"]),
   parallel_tool_calls: (rng) => rng() < 0.5,
-  logprobs: () => false,
-  logit_bias: () => ({}),
+  logprobs: (rng) => rng() < 0.5,
+  logit_bias: (rng) => (rng() < 0.5 ? {} : { [String(Math.floor(rng() * 1000))]: round(rng() * 200 - 100) }),
   store: () => false,
   user: (rng) => `user-${Math.floor(rng() * 100)}`,
   safety_identifier: () => "sid",
@@ -158,11 +158,12 @@ const VALID: Record<string, (rng: Rng, model: string) => Json> = {
   metadata: () => ({ team: "fuzz" }),
   service_tier: (rng) => pick(rng, ["auto", "default"]),
   prediction: () => ({ type: "content", content: "x" }),
+  // Only with logprobs: true (validRequest drops it otherwise).
+  top_logprobs: (rng) => Math.floor(rng() * 21),
   // Refused whenever present: any value gives a 400.
   functions: () => [],
   function_call: () => "auto",
   reasoning_effort: () => "low",
-  top_logprobs: () => 1,
   modalities: () => ["text"],
   audio: () => ({}),
   web_search_options: () => ({}),
@@ -304,7 +305,6 @@ function validRequest(rng: Rng, model: string): Record<string, Json> {
         "functions",
         "function_call",
         "reasoning_effort",
-        "top_logprobs",
         "modalities",
         "audio",
         "web_search_options",
@@ -314,6 +314,7 @@ function validRequest(rng: Rng, model: string): Record<string, Json> {
     if (rng() < 0.08) request[field] = (VALID[field] as (r: Rng, m: string) => Json)(rng, model);
   }
   if (request.stream !== true) delete request.stream_options;
+  if (request.logprobs !== true) delete request.top_logprobs;
   if (request.tools === undefined) {
     delete request.tool_choice;
     delete request.parallel_tool_calls;

@@ -1,5 +1,8 @@
 // The embedded llama.cpp engine over a test's config (models fetched into the models dir on first use): the model tier.
+import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import { loadConfig } from "../../src/config/load.js";
 import type { HearthConfig } from "../../src/config/schema.js";
+import { usableCores } from "../../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import { ensureModelFile } from "../../src/models/fetch.js";
 
@@ -7,6 +10,24 @@ import { ensureModelFile } from "../../src/models/fetch.js";
 export function llamaEngine(config: HearthConfig): LlamaEngine {
   return new LlamaEngine({
     models: config.models,
+    gpu: config.gpu,
     resolveModelPath: (model) => ensureModelFile(model, { modelsDir: config.modelsDir }),
   });
+}
+
+/** node-llama-cpp with the default model loaded as the engine loads it (CPU, prebuilt binaries), for raw-library tests. */
+export async function loadDefaultModel(): Promise<{ llama: Llama; model: LlamaModel }> {
+  const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
+  const base = config.models[0];
+  if (base === undefined) throw new Error("no default model");
+  const llama = await getLlama({
+    gpu: false,
+    build: "never",
+    maxThreads: usableCores(),
+    logLevel: LlamaLogLevel.error,
+  });
+  const model = await llama.loadModel({
+    modelPath: await ensureModelFile(base, { modelsDir: config.modelsDir }),
+  });
+  return { llama, model };
 }

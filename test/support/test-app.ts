@@ -18,6 +18,7 @@ import {
   type ServerConfig,
 } from "../../src/config/schema.js";
 import type { Engine } from "../../src/engine/types.js";
+import { isModelHost } from "../../src/models/catalogue.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
 import type { Store } from "../../src/store/open-store.js";
 import { type UsageRecordRow, usageRecords } from "../../src/store/schema.js";
@@ -106,6 +107,7 @@ export async function startTestApp<E extends Engine = FakeEngine>(
   try {
     graph = await buildServices(config, {
       engine,
+      ...(isModelHost(engine) ? { modelHost: engine } : {}),
       logger,
       tenancy: { passwordParams: FAST_SCRYPT, ...options.tenancy },
     });

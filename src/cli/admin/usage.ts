@@ -11,6 +11,7 @@ interface UsageOptions {
   since?: string;
   until?: string;
   by?: string;
+  user?: string;
   json?: boolean;
 }
 
@@ -33,16 +34,18 @@ export function registerUsageCommand(program: Command, run: AdminRunner): void {
     .option("--since <iso>", "from this instant on, e.g. 2030-01-31 (UTC midnight) or 2030-01-31T12:00:00Z")
     .option("--until <iso>", "up to this instant (exclusive)")
     .option("--by <group>", "one row per day (UTC), model or key", groupBy)
+    .option("--user <id>", "only the requests that sent this `user` (the end-user id, exact match)")
     .option("--json", "print one JSON object: the totals at the top level, and groups")
     .action(
       run(async ({ api, out }, opts: UsageOptions) => {
         // The server parses and checks the dates, so its wording is the one the operator sees.
-        const query = { since: opts.since, until: opts.until, by: opts.by };
+        const query = { since: opts.since, until: opts.until, by: opts.by, user: opts.user };
         const usage = await api.get<UsageWire>(`/orgs/${pathSegment(opts.org)}/usage`, query);
         if (opts.json === true) return out.json(usage);
         const from = usage.since === null ? "" : ` from ${day(usage.since)}`;
         const to = usage.until === null ? "" : ` until ${day(usage.until)}`;
-        out.line(`Usage of organization "${usage.org}"${from || to ? `${from}${to}` : " (all time)"}:`);
+        const who = usage.user === null ? "" : ` by user ${JSON.stringify(usage.user)}`;
+        out.line(`Usage of organization "${usage.org}"${who}${from || to ? `${from}${to}` : " (all time)"}:`);
         const rows = [...usage.groups.map((g) => [g.key, ...usageCells(g)]), ["total", ...usageCells(usage)]];
         out.table([(usage.by ?? "").toUpperCase(), ...USAGE_COLUMNS], rows);
       }),

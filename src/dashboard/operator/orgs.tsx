@@ -153,6 +153,9 @@ async function orgsPage(
     { title: "Organizations", status, auth },
     <>
       <h1>Organizations</h1>
+      <p>
+        <a href={operatorPath(deps, "/models")}>Models</a>: load and unload them.
+      </p>
       <MessageNotice message={view.message} />
       <FleetHealth health={deps.health?.() ?? []} />
       <CreateOrgForm auth={auth} configured={configured} form={view.form ?? EMPTY_FORM} />

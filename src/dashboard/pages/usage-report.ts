@@ -129,13 +129,20 @@ export interface UsageReport {
   tokensByModelAndDay: { model: string; values: number[] }[];
 }
 
-/** Composes the report from UsageQueries.summary: by model, by key, and by day for each model used. */
+/** A request's `user` is at most 64 characters (src/api/chat-request.ts): a longer filter cannot match. */
+export const MAX_END_USER_CHARS = 64;
+
+/**
+ * Composes the report from UsageQueries.summary: by model, by key, and by day for each model used; with `user`,
+ * only the requests that sent that `user`.
+ */
 export async function loadUsageReport(
   source: UsageSource,
   orgId: string,
   period: UsagePeriod,
+  user?: string,
 ): Promise<UsageReport> {
-  const range = { since: period.since, until: period.until };
+  const range = { since: period.since, until: period.until, ...(user === undefined ? {} : { user }) };
   const byModel = await source.summary(orgId, { ...range, by: "model" });
   const byKey = await source.summary(orgId, { ...range, by: "key" });
   const dayIndex = new Map(period.days.map((day, i) => [day, i]));

@@ -9,6 +9,7 @@ import type { DashboardAuth, DashboardDeps, DashboardEnv } from "../session.js";
 import {
   DEFAULT_PERIOD,
   loadUsageReport,
+  MAX_END_USER_CHARS,
   type PeriodForm,
   parseUsagePeriod,
   USAGE_PERIODS,
@@ -27,13 +28,26 @@ export function registerUsage(app: Hono<DashboardEnv>, deps: DashboardDeps): voi
       { period: c.req.query("period"), since: c.req.query("since"), until: c.req.query("until") },
       Date.now(),
     );
-    if (!parsed.ok) return usagePage(c, { kind: "invalid", message: parsed.message, form: parsed.form }, 400);
+    // The end user (the requests' `user`): "" = every request.
+    const user = c.req.query("user")?.trim() ?? "";
+    if (!parsed.ok) {
+      return usagePage(c, { kind: "invalid", message: parsed.message, form: parsed.form }, 400, user);
+    }
+    if (user.length > MAX_END_USER_CHARS) {
+      const message = `An end user id is at most ${MAX_END_USER_CHARS} characters (the longest "user" a request can send); this one has ${user.length}.`;
+      const form = {
+        period: parsed.period.id,
+        since: parsed.period.sinceDate,
+        until: parsed.period.untilDate,
+      };
+      return usagePage(c, { kind: "invalid", message, form }, 400, user);
+    }
     const [report, keys] = await Promise.all([
-      loadUsageReport(source, auth.org.orgId, parsed.period),
+      loadUsageReport(source, auth.org.orgId, parsed.period, user === "" ? undefined : user),
       deps.tenancy.keys.list(auth.org.orgName),
     ]);
     const keyNames = new Map(keys.map((k) => [k.id, { name: k.name, short: `sk-…${k.last4}` }]));
-    return usagePage(c, { kind: "report", period: parsed.period, report, keyNames });
+    return usagePage(c, { kind: "report", period: parsed.period, report, keyNames }, 200, user);
   });
 }
 
@@ -47,7 +61,7 @@ type UsageView =
       keyNames: Map<string, KeyName>;
     };
 
-function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 | 503 = 200) {
+function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 | 503 = 200, user = "") {
   const auth = c.get("auth");
   const form: PeriodForm =
     view.kind === "report"
@@ -61,10 +75,16 @@ function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 
     <>
       <h1>Usage</h1>
       <p class="hint">
-        Requests and tokens of <strong>{auth.org.orgName}</strong>, counted when each request ends. Days are
-        UTC days.
+        Requests and tokens of <strong>{auth.org.orgName}</strong>
+        {user === "" ? null : (
+          <>
+            {" "}
+            sent with the end user <code>{user}</code>
+          </>
+        )}
+        , counted when each request ends. Days are UTC days.
       </p>
-      <PeriodSelector auth={auth} form={form} />
+      <PeriodSelector auth={auth} form={form} user={user} />
       {view.kind === "unavailable" ? (
         <Notice kind="error">Usage is not recorded by this server, so there is nothing to show.</Notice>
       ) : view.kind === "invalid" ? (
@@ -76,7 +96,7 @@ function usagePage(c: Context<DashboardEnv>, view: UsageView, status: 200 | 400 
   );
 }
 
-const PeriodSelector = ({ auth, form }: { auth: DashboardAuth; form: PeriodForm }) => (
+const PeriodSelector = ({ auth, form, user }: { auth: DashboardAuth; form: PeriodForm; user: string }) => (
   <form method="get" action={`${auth.base}/usage`} aria-label="Choose the period">
     {auth.memberships.length > 1 ? <input type="hidden" name="org" value={auth.org.orgName} /> : null}
     <div class="head">
@@ -93,11 +113,18 @@ const PeriodSelector = ({ auth, form }: { auth: DashboardAuth; form: PeriodForm 
         </div>
         <DateField name="since" label="From" value={form.since} />
         <DateField name="until" label="To" value={form.until} />
+        <div class="field">
+          <label for="usage-user">End user</label>
+          <input id="usage-user" name="user" type="text" value={user} aria-describedby="usage-user-hint" />
+        </div>
       </div>
       <button type="submit">Show usage</button>
     </div>
     <p class="hint" id="usage-dates-hint">
       From and To (UTC days, both included) apply when the period is “Between dates”.
+    </p>
+    <p class="hint" id="usage-user-hint">
+      End user: only the requests whose <code>user</code> field was exactly this; empty for every request.
     </p>
   </form>
 );

@@ -6,6 +6,7 @@ import { planGeneration, planPrompt } from "../../chat/output-plan.js";
 import type { TemplateCapabilities } from "../../chat/tool-format.js";
 import type { GenerationEvent, OutputRequest } from "../types.js";
 import { ChoiceStream, type ChoiceStreamOptions, usageOf } from "./choice-stream.js";
+import { TokenLogprobs, Vocabulary } from "./token-logprobs.js";
 
 /** A vocabulary built as the test goes: each piece (text or raw bytes) becomes a token; token 0 ends generation. */
 class FakeModel {
@@ -37,6 +38,17 @@ function structured(output: OutputRequest | undefined, enableThinking = false) {
   return {
     plan,
     output: { parser: new OutputParser(plan.parser), grammarState: undefined, reasoningTokens: 0, tail: "" },
+  };
+}
+
+/** One tool, `get_weather(city)`, offered with tool_choice auto. */
+function weatherTools(): OutputRequest {
+  const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
+  return {
+    format: { type: "text" },
+    tools: [{ name: "get_weather", parameters, compiledParameters: compileJsonSchema(parameters) }],
+    toolChoice: "auto",
+    parallelToolCalls: true,
   };
 }
 
@@ -158,13 +170,7 @@ describe("ChoiceStream", () => {
 
   it("tools: streams a call's name and arguments and finishes with tool_calls", () => {
     const model = new FakeModel();
-    const parameters = { type: "object", properties: { city: { type: "string" } }, required: ["city"] };
-    const tools: OutputRequest = {
-      format: { type: "text" },
-      tools: [{ name: "get_weather", parameters, compiledParameters: compileJsonSchema(parameters) }],
-      toolChoice: "auto",
-      parallelToolCalls: true,
-    };
+    const tools = weatherTools();
     const { choice, events, finish } = stream(model, { structured: structured(tools) });
     const pieces = [
       "<tool_call>\n",
@@ -189,6 +195,93 @@ describe("ChoiceStream", () => {
     expect(text()).toBe("Hello");
     expect(choice.reasoningTokens).toBe(2);
     expect(finish()).toEqual([{ type: "finish", choice: 0, reason: "stop" }]);
+  });
+});
+
+describe("ChoiceStream logprobs", () => {
+  /** Logprobs on: token i is sampled with probability 1/(i+1), so each entry names its token. */
+  function withLogprobs(model: FakeModel, options: Partial<ChoiceStreamOptions> = {}) {
+    const vocabulary = new Vocabulary({
+      fileInfo: { metadata: {} },
+      detokenize: (ids) => model.detokenize(ids),
+    });
+    const s = stream(model, { logprobs: new TokenLogprobs(vocabulary, 0), ...options });
+    const push = (...tokens: Token[]) => {
+      for (const token of tokens) s.choice.push(token, { token, confidence: 1 / (token + 1) });
+    };
+    const reported = (kind?: string) =>
+      s.events.flatMap((e) =>
+        e.type === "delta" && (e.target?.kind ?? "content") === (kind ?? "content") ? (e.logprobs ?? []) : [],
+      );
+    return { ...s, push, reported };
+  }
+
+  it("each content delta carries the tokens its text came from", () => {
+    const model = new FakeModel();
+    const { push, events, reported } = withLogprobs(model);
+    const tokens = model.tokens("Hello", ",", " world");
+    push(...tokens, model.eog);
+    expect(reported().map((e) => e.token)).toEqual(["Hello", ",", " world"]);
+    expect(reported().map((e) => e.logprob)).toEqual(tokens.map((tk) => Math.log(1 / (tk + 1))));
+    const deltas = events.filter((e) => e.type === "delta");
+    expect(deltas.every((e) => e.type === "delta" && e.logprobs?.length === 1)).toBe(true);
+  });
+
+  it("a token that completes a held character reports both with that character", () => {
+    const model = new FakeModel();
+    const { push, events, reported } = withLogprobs(model);
+    // U+2014 (E2 80 94) split over two tokens.
+    push(...model.tokens("a", [0xe2, 0x80], [0x94]), model.eog);
+    // (This vocabulary has no GGUF pieces: the partial tokens' own bytes are Vocabulary's test.)
+    expect(reported()).toHaveLength(3);
+    const last = events.filter((e) => e.type === "delta").at(-1);
+    expect(last?.type === "delta" && last.text).toBe("—");
+    expect(last?.type === "delta" && last.logprobs?.length).toBe(2);
+  });
+
+  it("tokens in a stop string are not reported; one that straddles its start is", () => {
+    const model = new FakeModel();
+    const { push, text, reported } = withLogprobs(model, { stop: ["world"] });
+    push(...model.tokens("Hello", " wor", "ld", "!"));
+    expect(text()).toBe("Hello ");
+    expect(reported().map((e) => e.token)).toEqual(["Hello", " wor"]);
+  });
+
+  it("text held for a stop string that does not match is reported when it comes out", () => {
+    const model = new FakeModel();
+    const { push, text, reported } = withLogprobs(model, { stop: ["world"] });
+    push(...model.tokens("Hello", " wor", "m"), model.eog);
+    expect(text()).toBe("Hello worm");
+    expect(reported().map((e) => e.token)).toEqual(["Hello", " wor", "m"]);
+  });
+
+  it("reasoning tokens and tool-call tokens are not content tokens", () => {
+    const model = new FakeModel();
+    const thinking = withLogprobs(model, { structured: structured(undefined, true) });
+    thinking.push(...model.tokens("Let me think.", "</think>", "\n\nHello"), model.eog);
+    expect(thinking.reported().map((e) => e.token)).toEqual(["\n\nHello"]);
+    expect(thinking.reported("reasoning")).toEqual([]);
+
+    const tools = weatherTools();
+    const calling = withLogprobs(model, { structured: structured(tools) });
+    calling.push(
+      ...model.tokens(
+        "<tool_call>\n",
+        '{"name": "get_weather", ',
+        '"arguments": {"city": "Paris"}}\n',
+        "</tool_call>",
+      ),
+      model.eog,
+    );
+    expect(calling.reported()).toEqual([]);
+    expect(calling.reported("tool_call")).toEqual([]);
+  });
+
+  it("without logprobs no delta has the field", () => {
+    const model = new FakeModel();
+    const { choice, events } = stream(model);
+    for (const token of model.tokens("a", "b")) choice.push(token, { token, confidence: 0.5 });
+    expect(events.some((e) => e.type === "delta" && "logprobs" in e)).toBe(false);
   });
 });
 

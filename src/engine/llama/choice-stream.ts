@@ -4,8 +4,9 @@ import type { OutputPart } from "../../chat/output-parser.js";
 import type { GenerationPlan } from "../../chat/output-plan.js";
 import { StopMatcher } from "../../chat/stop-matcher.js";
 import { type Detokenizer, Utf8TokenDecoder } from "../../chat/utf8.js";
-import type { FinishReason, GenerationEvent, UsageCounts } from "../types.js";
+import type { FinishReason, GenerationEvent, TokenLogprob, UsageCounts } from "../types.js";
 import type { ChoiceOutput } from "./output-control.js";
+import type { SampledToken, TokenLogprobs } from "./token-logprobs.js";
 
 export interface ChoiceStreamOptions {
   index: number;
@@ -19,6 +20,8 @@ export interface ChoiceStreamOptions {
   /** Structured output / reasoning: the request's plan and this choice's parser state; absent for free text. */
   structured: { plan: GenerationPlan; output: ChoiceOutput } | undefined;
   emit: (event: GenerationEvent) => void;
+  /** With `logprobs`: turns each sampled token into its entry; absent, content deltas carry no logprobs. */
+  logprobs?: TokenLogprobs;
 }
 
 export class ChoiceStream {
@@ -28,6 +31,8 @@ export class ChoiceStream {
   private done = false;
   private readonly decoder: Utf8TokenDecoder;
   private readonly stop: StopMatcher;
+  /** Logprobs of content tokens whose text has not come out yet (held by the decoder, parser or stop matcher). */
+  private pending: TokenLogprob[] = [];
 
   constructor(private readonly options: ChoiceStreamOptions) {
     this.index = options.index;
@@ -53,8 +58,11 @@ export class ChoiceStream {
     return this.options.maxTokens - this.generated.length;
   }
 
-  /** The next sampled token; undefined when the generator ended. Ignored once the choice finished. */
-  push(token: Token | undefined): void {
+  /**
+   * The next sampled token (with what the sampler said of it, for logprobs); undefined when the generator ended.
+   * Ignored once the choice finished.
+   */
+  push(token: Token | undefined, sample?: SampledToken): void {
     if (this.done) return;
     const { model, ignoreEos } = this.options;
     if (token === undefined || (model.isEogToken(token) && !ignoreEos)) {
@@ -64,6 +72,10 @@ export class ChoiceStream {
     this.generated.push(token);
     const text = this.decoder.push(token);
     const output = this.output;
+    // A reasoning token (counted as one in usage) is never a content token, nor is its logprob reported.
+    if (this.options.logprobs !== undefined && sample !== undefined && output?.parser.inReasoning !== true) {
+      this.pending.push(this.options.logprobs.of(sample));
+    }
     let stopped: boolean;
     if (output === undefined) {
       stopped = this.emitContent(text);
@@ -92,8 +104,10 @@ export class ChoiceStream {
       if (output === undefined) stoppedByString = this.emitContent(text);
       else stoppedByString = this.emitParts([...output.parser.push(text), ...output.parser.finish()]);
       const rest = stoppedByString ? "" : this.stop.flush();
-      if (rest.length > 0) this.options.emit({ type: "delta", choice: this.index, text: rest });
+      if (rest.length > 0) this.options.emit(this.contentDelta(rest));
     }
+    // Tokens whose text never came out (a stop string, a tool call's closing markup) are not reported.
+    this.pending = [];
     let finalReason = reason;
     let invalid: string | undefined;
     const plan = this.options.structured?.plan;
@@ -119,10 +133,18 @@ export class ChoiceStream {
     });
   }
 
+  /** A content delta, carrying the logprobs of the tokens not yet reported (with logprobs on). */
+  private contentDelta(text: string): GenerationEvent {
+    if (this.options.logprobs === undefined) return { type: "delta", choice: this.index, text };
+    const logprobs = this.pending;
+    this.pending = [];
+    return { type: "delta", choice: this.index, text, logprobs };
+  }
+
   /** Content through the stop matcher; true when a stop string ended the choice. */
   private emitContent(text: string): boolean {
     const { emit, stopped } = this.stop.push(text);
-    if (emit.length > 0) this.options.emit({ type: "delta", choice: this.index, text: emit });
+    if (emit.length > 0) this.options.emit(this.contentDelta(emit));
     return stopped;
   }
 
@@ -134,13 +156,15 @@ export class ChoiceStream {
     for (const part of parts) {
       switch (part.kind) {
         case "content":
-          if (structured) emit({ type: "delta", choice, text: part.text });
+          if (structured) emit(this.contentDelta(part.text));
           else if (this.emitContent(part.text)) return true;
           break;
         case "reasoning":
+          this.pending = [];
           emit({ type: "delta", choice, text: part.text, target: { kind: "reasoning" } });
           break;
         case "tool_call":
+          this.pending = [];
           emit({
             type: "delta",
             choice,
@@ -149,6 +173,7 @@ export class ChoiceStream {
           });
           break;
         case "tool_arguments":
+          this.pending = [];
           emit({ type: "delta", choice, text: part.text, target: { kind: "tool_call", call: part.call } });
           break;
         default:

@@ -8,8 +8,10 @@ import type { ChoiceStream } from "./choice-stream.js";
 import type { PreparedOutput } from "./output-control.js";
 import type { LlamaPreparedRequest } from "./prepared-request.js";
 import type { SlotChoice } from "./slot-choice.js";
+import type { SampledToken } from "./token-logprobs.js";
 
-export type TokenGenerator = AsyncGenerator<Token, void, undefined | Token | Token[]>;
+/** A choice's generator (`sequence.evaluateWithMetadata`): each sampled token, with logprob metadata when asked. */
+export type TokenGenerator = AsyncGenerator<SampledToken, void, undefined | Token | Token[]>;
 
 /** A choice being generated: its sequence, its generator and its output stream. */
 export interface Choice {

@@ -1,116 +1,247 @@
-// The Engine port on node-llama-cpp: loads every configured model once and routes requests to its runner.
-import { getLlama, type Llama, type LlamaContext, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
-import { createPromptRenderer } from "../../chat/template.js";
+// The Engine port on node-llama-cpp: each model is loaded and unloaded at run time (states with progress), within a
+// memory budget (least recently used idle models make room) and its keepAlive; requests go to its runner.
+import type { Llama } from "node-llama-cpp";
 import { TemplateThread } from "../../chat/template-thread.js";
-import { detectCapabilities } from "../../chat/tool-format.js";
-import type { ModelConfig } from "../../config/schema.js";
-import { UnknownModelError } from "../errors.js";
+import { parseKeepAlive } from "../../config/durations.js";
+import type { GpuSetting, MemoryBudget, ModelConfig } from "../../config/schema.js";
+import type { ProgressReporter } from "../../models/progress.js";
+import { EngineNotReadyError, ModelCatalogueError, ModelMemoryError, UnknownModelError } from "../errors.js";
 import type {
+  AcceleratorState,
   Engine,
   Generation,
   GenerationRequest,
+  MemoryEstimate,
   ModelHealth,
   ModelInfo,
   ModelLoad,
+  ModelProgress,
+  ModelState,
   PreparedRequest,
   PromptCount,
 } from "../types.js";
-import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.js";
+import { acceleratorState, loadLlama } from "./backend.js";
 import { usableCores } from "./cpu.js";
-import { overrideDecodeThreads } from "./llama-internals.js";
-import { ModelRunner } from "./model-runner.js";
-import { rendererOptionsFor } from "./model-template.js";
+import { planEviction } from "./memory-budget.js";
+import { disposeModel, estimateModelMemory, type LoadedModel, loadModel } from "./model-loader.js";
+import type { ModelRunner } from "./model-runner.js";
 import { LlamaPreparedRequest } from "./prepared-request.js";
 
 export interface LlamaEngineOptions {
   models: ModelConfig[];
-  /** Resolves a model to its local .gguf path (fetching it on first use). */
-  resolveModelPath: (model: ModelConfig) => Promise<string>;
+  /** node-llama-cpp's backend (config `gpu`); default auto: the GPU when one works, else the CPU. */
+  gpu?: GpuSetting | undefined;
+  /** Resolves a model to its local .gguf path (fetching it on first use), reporting the download to `progress`. */
+  resolveModelPath: (model: ModelConfig, progress?: ProgressReporter) => Promise<string>;
   onModelLoaded?: (model: ModelConfig, path: string) => void;
+  /** A model changed state (loaded, unloaded by keepAlive or to make room, failed): for the log. */
+  onModelEvent?: (event: ModelEvent) => void;
+  /** What the loaded models may take together; unset: no budget. */
+  memory?: MemoryBudget | undefined;
+  /** How often idle models are checked against their keepAlive (default 1000 ms). */
+  keepAliveSweepMs?: number;
+  now?: () => number;
 }
 
-interface LoadedModel {
-  config: ModelConfig;
-  model: LlamaModel;
-  context: LlamaContext;
-  runner: ModelRunner;
+export interface ModelEvent {
+  model: string;
+  state: ModelState;
+  /** Why, when the engine did it by itself: "keepAlive", "evicted for <id>", "on demand", or the failure. */
+  reason?: string;
 }
+
+/** One configured model and where it is in its lifecycle. */
+interface ModelSlot {
+  config: ModelConfig;
+  state: ModelState;
+  progress: ModelProgress;
+  memory: MemoryEstimate | undefined;
+  error: Error | undefined;
+  loaded: LoadedModel | undefined;
+  /** The load or unload under way. */
+  transition: Promise<void> | undefined;
+  lastUsed: number;
+  /** ms idle before it is unloaded; null: never. */
+  keepAliveMs: number | null;
+}
+
+const DEFAULT_SWEEP_MS = 1000;
 
 export class LlamaEngine implements Engine {
-  private readonly loaded = new Map<string, LoadedModel>();
+  private readonly slots = new Map<string, ModelSlot>();
   private readonly created = Math.floor(Date.now() / 1000);
-  private llama: Llama | undefined;
+  private llama: Promise<Llama> | undefined;
   private ready = false;
+  /** Loads one at a time: the budget is checked, and room made, with nothing else changing meanwhile. */
+  private loadQueue: Promise<void> = Promise.resolve();
+  private readonly sweep: NodeJS.Timeout;
+  private readonly now: () => number;
   /** Renders large conversations for every model off the event loop. */
   private readonly templateThread = new TemplateThread();
 
-  constructor(private readonly options: LlamaEngineOptions) {}
+  constructor(private readonly options: LlamaEngineOptions) {
+    this.now = options.now ?? Date.now;
+    for (const config of options.models) this.addModel(config);
+    this.sweep = setInterval(() => this.unloadExpired(), options.keepAliveSweepMs ?? DEFAULT_SWEEP_MS);
+    this.sweep.unref();
+  }
 
-  /** Loads every model (fetching on first use); the engine reports ready when all are loaded. */
+  /**
+   * Loads every configured model (fetching on first use), in order; a model that does not fit the memory budget
+   * beside those before it stays unloaded (loaded on demand). Resolves when each is ready or failed; rejects with
+   * the first failure other than the budget's.
+   */
   async start(): Promise<void> {
-    const cores = usableCores();
-    // Never the library's default thread count: it oversubscribes small machines (see engine notes).
-    this.llama = await getLlama({
-      gpu: false,
-      build: "never",
-      maxThreads: cores,
-      logLevel: LlamaLogLevel.error,
-    });
-    for (const config of this.options.models) {
-      const path = await this.options.resolveModelPath(config);
-      const model = await this.llama.loadModel({ modelPath: path });
-      const threads = config.threads > 0 ? Math.min(config.threads, cores) : cores;
-      // Counted through the batching strategy: the library asks it once per llama_decode it builds.
-      const stats = createRunnerStats();
-      // Each decode's threads follow its size (decodeThreads): the strategy sees the batch just before the library
-      // sets the decode's threads.
-      let batchTokens = 0;
-      const context = await model.createContext({
-        sequences: config.parallel,
-        contextSize: config.contextSize,
-        batchSize: config.batchSize,
-        threads,
-        flashAttention: true,
-        batching: {
-          itemPrioritizationStrategy: countingStrategy(stats, (tokens) => {
-            batchTokens = tokens;
-          }),
-        },
-      });
-      overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
-      const rendererOptions = rendererOptionsFor(model);
-      const renderer = this.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
-      const capabilities = detectCapabilities(rendererOptions.template);
-      const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
-      this.loaded.set(config.id, { config, model, context, runner });
-      this.options.onModelLoaded?.(config, path);
-    }
+    const results = await Promise.allSettled(
+      [...this.slots.keys()].map((id) => this.loadModel(id, { evict: false })),
+    );
     this.ready = true;
+    const failed = results.find(
+      (r): r is PromiseRejectedResult => r.status === "rejected" && !(r.reason instanceof ModelMemoryError),
+    );
+    if (failed !== undefined) throw failed.reason;
+  }
+
+  /** Adds a model to serve, unloaded: `loadModel` or a request loads it. */
+  addModel(config: ModelConfig): void {
+    if (this.slots.has(config.id)) throw new ModelCatalogueError(config.id, "exists");
+    this.slots.set(config.id, {
+      config,
+      state: "unloaded",
+      progress: { downloadedBytes: 0, load: 0 },
+      memory: undefined,
+      error: undefined,
+      loaded: undefined,
+      transition: undefined,
+      lastUsed: 0,
+      keepAliveMs: config.keepAlive === undefined ? null : (parseKeepAlive(config.keepAlive) ?? null),
+    });
+  }
+
+  /** Unloads the model (after its running requests) and forgets it. */
+  async removeModel(id: string): Promise<void> {
+    await this.unloadModel(id);
+    this.slots.delete(id);
+  }
+
+  /**
+   * Loads the model in the background of the callers (downloading it first when not cached), unloading the least
+   * recently used idle models when it would not fit the budget (`evict: false`: never). Resolves once it is ready;
+   * rejects with ModelMemoryError when it cannot fit, or the load's failure (the model is then `failed`).
+   */
+  loadModel(id: string, options: { evict?: boolean; reason?: string } = {}): Promise<void> {
+    const slot = this.slot(id);
+    if (slot.state === "ready") return Promise.resolve();
+    if (slot.transition !== undefined) {
+      // A load under way is the answer; an unload under way finishes first.
+      if (slot.state !== "unloading") return slot.transition;
+      return slot.transition.catch(() => undefined).then(() => this.loadModel(id, options));
+    }
+    slot.state = "loading";
+    slot.error = undefined;
+    slot.progress = { downloadedBytes: 0, load: 0 };
+    const transition = this.queuedLoad(slot, options.evict ?? true)
+      .then(
+        () => {
+          this.event(slot, "ready", options.reason);
+        },
+        (err: unknown) => {
+          // A model that does not fit now may fit later (busy models become idle): it rests unloaded, the reason
+          // kept, and loads on demand; any other failure stays until an operator loads it again.
+          slot.state = err instanceof ModelMemoryError ? "unloaded" : "failed";
+          slot.error = err instanceof Error ? err : new Error(String(err));
+          this.event(slot, slot.state, slot.error.message);
+          throw err;
+        },
+      )
+      .finally(() => {
+        if (slot.transition === transition) slot.transition = undefined;
+      });
+    slot.transition = transition;
+    return transition;
+  }
+
+  /** Stops admitting to the model, waits for its running and queued requests, then releases it. */
+  unloadModel(id: string, reason?: string): Promise<void> {
+    const slot = this.slot(id);
+    if (slot.transition !== undefined) {
+      // A load under way finishes first, then is undone; an unload under way is the answer.
+      if (slot.state === "unloading") return slot.transition;
+      return slot.transition.catch(() => undefined).then(() => this.unloadModel(id, reason));
+    }
+    const loaded = slot.loaded;
+    if (loaded === undefined) {
+      if (slot.state === "failed") slot.state = "unloaded";
+      return Promise.resolve();
+    }
+    slot.state = "unloading";
+    const transition = (async () => {
+      try {
+        await loaded.runner.drain();
+        await disposeModel(loaded);
+      } finally {
+        slot.loaded = undefined;
+        slot.state = "unloaded";
+        slot.progress = { downloadedBytes: slot.progress.downloadedBytes, load: 0 };
+        this.event(slot, "unloaded", reason);
+      }
+    })().finally(() => {
+      if (slot.transition === transition) slot.transition = undefined;
+    });
+    slot.transition = transition;
+    return transition;
   }
 
   listModels(): ModelInfo[] {
-    return this.options.models.map((m) => ({ id: m.id, contextSize: m.contextSize, created: this.created }));
+    return [...this.slots.values()].map((s) => ({
+      id: s.config.id,
+      contextSize: s.config.contextSize,
+      created: this.created,
+    }));
   }
 
+  /** The configuration a model is served with (the admin API lists it). */
+  modelConfig(id: string): ModelConfig | undefined {
+    return this.slots.get(id)?.config;
+  }
+
+  /** True once the models configured at start were loaded (or failed, or did not fit) and one of them serves. */
   isReady(): boolean {
-    return this.ready;
+    return this.ready && [...this.slots.values()].some((s) => s.state === "ready");
   }
 
   health(): ModelHealth[] {
-    return this.options.models.map((m) =>
-      this.loaded.has(m.id) ? { model: m.id, ready: true } : { model: m.id, ready: false, detail: "loading" },
-    );
+    return [...this.slots.values()].map((s) => this.healthOf(s));
+  }
+
+  /** An unloaded model is loaded now (on demand); a model that failed for lack of memory is tried again. */
+  demand(model: string): ModelHealth | undefined {
+    const slot = this.slots.get(model);
+    if (slot === undefined) return undefined;
+    if (slot.state === "ready") slot.lastUsed = this.now();
+    // The last try did not fit the budget: this request is told why (it is tried again for the next one).
+    const refused = slot.error instanceof ModelMemoryError ? slot.error.message : undefined;
+    if (slot.state === "unloaded" && slot.transition === undefined) {
+      // Failures are in the model's state (and the log); the request that asked is told to retry either way.
+      this.loadModel(model, { reason: "on demand" }).catch(() => undefined);
+    }
+    const health = this.healthOf(slot);
+    return refused === undefined || health.ready ? health : { ...health, detail: refused };
   }
 
   runner(modelId: string): ModelRunner {
-    const loaded = this.loaded.get(modelId);
-    if (loaded === undefined) throw new UnknownModelError(modelId);
-    return loaded.runner;
+    const slot = this.slots.get(modelId);
+    if (slot === undefined) throw new UnknownModelError(modelId);
+    if (slot.loaded === undefined || slot.state !== "ready") {
+      throw new EngineNotReadyError(modelId, this.healthOf(slot).detail);
+    }
+    slot.lastUsed = this.now();
+    return slot.loaded.runner;
   }
 
   /** The loaded runners, for the benchmark and the batching tests. */
   runners(): ModelRunner[] {
-    return [...this.loaded.values()].map((m) => m.runner);
+    return [...this.slots.values()].flatMap((s) => (s.loaded === undefined ? [] : [s.loaded.runner]));
   }
 
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
@@ -129,23 +260,167 @@ export class LlamaEngine implements Engine {
   }
 
   modelLoad(): ModelLoad[] {
-    return [...this.loaded.values()].map((m) => m.runner.load());
+    return this.runners().map((r) => r.load());
   }
 
   /** Stops admitting and waits for running requests to finish. */
   async drain(): Promise<void> {
-    await Promise.all([...this.loaded.values()].map((m) => m.runner.drain()));
+    await Promise.all(this.runners().map((r) => r.drain()));
   }
 
   async dispose(): Promise<void> {
     this.ready = false;
-    for (const loaded of this.loaded.values()) {
-      await loaded.runner.dispose();
-      await loaded.context.dispose();
-      await loaded.model.dispose();
+    clearInterval(this.sweep);
+    await Promise.allSettled([...this.slots.values()].map((s) => s.transition));
+    for (const slot of this.slots.values()) {
+      if (slot.loaded !== undefined) await disposeModel(slot.loaded);
+      slot.loaded = undefined;
+      slot.state = "unloaded";
     }
-    this.loaded.clear();
     await this.templateThread.dispose();
-    await this.llama?.dispose();
+    // A backend that failed to load (an explicit GPU that is not there) has nothing to dispose.
+    const llama = await this.llama?.catch(() => undefined);
+    await llama?.dispose();
   }
+
+  /** The backend node-llama-cpp loaded (and the GPU's memory); undefined until the first load has made it. */
+  async accelerator(): Promise<AcceleratorState | undefined> {
+    const llama = await this.llama?.catch(() => undefined);
+    return llama === undefined ? undefined : acceleratorState(llama);
+  }
+
+  /** The llama.cpp bindings, made on the first load (an engine that never loads a model never makes them). */
+  private llamaInstance(): Promise<Llama> {
+    // Never the library's default thread count: it oversubscribes small machines (see engine notes).
+    this.llama ??= loadLlama(this.options.gpu ?? "auto", usableCores());
+    return this.llama;
+  }
+
+  /** Waits for its turn among loads, then fetches, checks the budget (making room) and loads. */
+  private queuedLoad(slot: ModelSlot, evict: boolean): Promise<void> {
+    const turn = this.loadQueue.then(() => this.load(slot, evict));
+    this.loadQueue = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async load(slot: ModelSlot, evict: boolean): Promise<void> {
+    const { config } = slot;
+    slot.state = "downloading";
+    const path = await this.options.resolveModelPath(config, progressInto(slot.progress));
+    slot.state = "loading";
+    const llama = await this.llamaInstance();
+    slot.memory = await estimateModelMemory(llama, config, path);
+    await this.makeRoom(slot, slot.memory, evict);
+    slot.loaded = await loadModel({
+      llama,
+      config,
+      path,
+      cores: usableCores(),
+      templateThread: this.templateThread,
+      onLoadProgress: (load) => {
+        slot.progress.load = load;
+      },
+    });
+    slot.progress.load = 1;
+    slot.lastUsed = this.now();
+    slot.state = "ready";
+    this.options.onModelLoaded?.(config, path);
+  }
+
+  /** Unloads the least recently used idle models until `need` fits the budget; throws when it cannot. */
+  private async makeRoom(slot: ModelSlot, need: MemoryEstimate, evict: boolean): Promise<void> {
+    const budget = this.options.memory;
+    if (budget === undefined || (budget.ram === undefined && budget.vram === undefined)) return;
+    const holders = [...this.slots.values()]
+      .filter((s) => s !== slot && s.memory !== undefined && s.loaded !== undefined)
+      .map((s) => {
+        const load = s.loaded?.runner.load();
+        const idle = s.state === "ready" && load !== undefined && load.busySequences + load.queueDepth === 0;
+        return {
+          id: s.config.id,
+          memory: s.memory as MemoryEstimate,
+          idle: idle && evict,
+          lastUsed: s.lastUsed,
+        };
+      });
+    const plan = planEviction(need, holders, { ramBytes: budget.ram, vramBytes: budget.vram });
+    if (!plan.fits) {
+      throw new ModelMemoryError(
+        slot.config.id,
+        plan.resource,
+        plan.needBytes,
+        plan.budgetBytes,
+        plan.heldBytes,
+      );
+    }
+    for (const id of plan.evict) await this.unloadModel(id, `evicted for ${slot.config.id}`);
+  }
+
+  /** Unloads every ready model idle for longer than its keepAlive. */
+  private unloadExpired(): void {
+    const now = this.now();
+    for (const slot of this.slots.values()) {
+      if (slot.state !== "ready" || slot.keepAliveMs === null || slot.loaded === undefined) continue;
+      const load = slot.loaded.runner.load();
+      if (load.busySequences + load.queueDepth > 0) {
+        slot.lastUsed = now;
+        continue;
+      }
+      if (now - slot.lastUsed >= slot.keepAliveMs) {
+        this.unloadModel(slot.config.id, "keepAlive").catch((err: unknown) =>
+          this.event(slot, "failed", `unloading after keepAlive: ${String(err)}`),
+        );
+      }
+    }
+  }
+
+  private healthOf(slot: ModelSlot): ModelHealth {
+    const common = {
+      model: slot.config.id,
+      state: slot.state,
+      progress: { ...slot.progress },
+      ...(slot.memory === undefined ? {} : { memory: slot.memory }),
+    };
+    if (slot.state === "ready")
+      return { ...common, ready: true, gpuLayers: slot.loaded?.model.gpuLayers ?? 0 };
+    return {
+      ...common,
+      ready: false,
+      detail: slot.state === "failed" ? `failed: ${slot.error?.message ?? "unknown error"}` : slot.state,
+      ...(slot.error === undefined ? {} : { error: slot.error.message }),
+    };
+  }
+
+  private slot(id: string): ModelSlot {
+    const slot = this.slots.get(id);
+    if (slot === undefined) throw new ModelCatalogueError(id, "not_found");
+    return slot;
+  }
+
+  private event(slot: ModelSlot, state: ModelState, reason?: string): void {
+    this.options.onModelEvent?.({
+      model: slot.config.id,
+      state,
+      ...(reason === undefined ? {} : { reason }),
+    });
+  }
+}
+
+/** A progress reporter that records a fetch's bytes into the model's progress. */
+function progressInto(progress: ModelProgress): ProgressReporter {
+  let downloading = false;
+  return {
+    phase(_model, phase, totalBytes) {
+      downloading = phase === "downloading";
+      if (!downloading) return;
+      progress.downloadedBytes = 0;
+      if (totalBytes !== undefined) progress.totalBytes = totalBytes;
+    },
+    update(doneBytes, totalBytes) {
+      if (!downloading) return;
+      progress.downloadedBytes = Math.max(progress.downloadedBytes, doneBytes);
+      if (totalBytes !== undefined) progress.totalBytes = totalBytes;
+    },
+    finish() {},
+  };
 }

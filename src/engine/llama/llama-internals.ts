@@ -26,6 +26,17 @@ export const LLAMA_INTERNALS = Object.freeze({
    * one-token decode takes a thread fewer. Fallback: every decode uses the configured threads.
    */
   setThreads: "LlamaContext._ctx.setThreads",
+  /**
+   * Sampling with no top-k stage at all: the library drops options set to null before its sampler sees them (an
+   * absent `topK` would default to 40). Fallback: `topK: 0`, a top-k over the whole vocabulary, which sorts every
+   * logit on every token.
+   */
+  noTopK: "LlamaContextSequence._resolveSamplerConfig",
+  /**
+   * The addon's decode and sampling calls, timed by the step profile (bench/step-profile.ts) only. Fallback: no
+   * trace (the profile then says so).
+   */
+  nativeCalls: "LlamaContext._ctx.decodeBatch/sampleToken",
 } as const);
 
 export type LlamaInternal = keyof typeof LLAMA_INTERNALS;
@@ -75,6 +86,62 @@ export function overrideDecodeThreads(context: LlamaContext, choose: (requested:
     return true;
   } catch {
     return false;
+  }
+}
+
+/** One addon call the step profile timed: which, and when it started and settled (performance.now()). */
+export interface NativeCall {
+  kind: "decode" | "sample";
+  start: number;
+  end: number;
+}
+
+/**
+ * Reports every decode and sampling call of `context` to `onCall` once it settles. For the benchmark's step
+ * profile, never the service. False when the library no longer has these calls.
+ */
+export function traceNativeCalls(context: LlamaContext, onCall: (call: NativeCall) => void): boolean {
+  const native = (context as unknown as { _ctx?: Record<string, unknown> })._ctx;
+  const calls = { decode: native?.decodeBatch, sample: native?.sampleToken } as const;
+  if (native === undefined || typeof calls.decode !== "function" || typeof calls.sample !== "function")
+    return false;
+  try {
+    for (const [kind, name] of [
+      ["decode", "decodeBatch"],
+      ["sample", "sampleToken"],
+    ] as const) {
+      const original = calls[kind] as (...args: unknown[]) => unknown;
+      Object.defineProperty(native, name, {
+        value: (...args: unknown[]) => {
+          const start = performance.now();
+          const settled = () => onCall({ kind, start, end: performance.now() });
+          const result = Promise.resolve(original.apply(native, args));
+          result.then(settled, settled);
+          return result;
+        },
+        configurable: true,
+      });
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The `topK` option that leaves top-k out of the sampler chain (OpenAI has no top-k): null when the library drops
+ * it, else 0 (a top-k over the whole vocabulary: the same draw, after a sort of every logit). Read once per model.
+ */
+export function unboundedTopK(sequence: LlamaContextSequence): number {
+  const resolve = (sequence as unknown as { _resolveSamplerConfig?: unknown })._resolveSamplerConfig;
+  if (typeof resolve !== "function") return 0;
+  try {
+    const config = (resolve as (options: { topK: null }) => unknown).call(sequence, { topK: null });
+    const dropped = typeof config === "object" && config !== null && !("topK" in config);
+    // The library types topK as a number; null is what its own option resolver removes.
+    return dropped ? (null as unknown as number) : 0;
+  } catch {
+    return 0;
   }
 }
 

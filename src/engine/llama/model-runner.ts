@@ -8,12 +8,14 @@ import type { Generation, GenerationRequest, ModelLoad } from "../types.js";
 import { Admission } from "./admission.js";
 import type { RunnerStats } from "./batching.js";
 import { Job } from "./job.js";
+import { unboundedTopK } from "./llama-internals.js";
 import { OutputControl } from "./output-control.js";
 import { type LlamaPreparedRequest, RequestPreparer } from "./prepared-request.js";
 import { lazyEogTokens } from "./sampling-options.js";
 import type { SlotChoice } from "./slot-choice.js";
 import { SlotPool } from "./slot-pool.js";
 import { StepLoop } from "./step-loop.js";
+import { Vocabulary } from "./token-logprobs.js";
 
 export interface ModelRunnerOptions {
   config: ModelConfig;
@@ -30,6 +32,8 @@ export interface ModelRunnerOptions {
 export class ModelRunner {
   /** Decodes, steps and tokens so far (the batching test and the benchmark diff them). */
   readonly stats: RunnerStats;
+  /** The llama.cpp context the runner decodes on (the benchmark's step profile traces it). */
+  readonly context: LlamaContext;
   private readonly config: ModelConfig;
   private readonly pool: SlotPool<LlamaContextSequence>;
   private readonly admission: Admission<Job>;
@@ -41,9 +45,12 @@ export class ModelRunner {
     const { config, model, context } = options;
     this.config = config;
     this.stats = options.stats;
+    this.context = context;
     const eogTokens = lazyEogTokens(model);
     const control = new OutputControl(model.llama, model, eogTokens);
-    this.pool = new SlotPool(Array.from({ length: config.parallel }, () => context.getSequence()));
+    const sequences = Array.from({ length: config.parallel }, () => context.getSequence());
+    this.pool = new SlotPool(sequences);
+    const vocabulary = new Vocabulary(model);
     this.preparer = new RequestPreparer({
       model,
       contextSize: config.contextSize,
@@ -52,6 +59,7 @@ export class ModelRunner {
       renderer: options.renderer,
       capabilities: options.capabilities,
       control,
+      vocabularySize: vocabulary.size,
     });
     this.admission = new Admission<Job>({
       model: config.id,
@@ -69,6 +77,8 @@ export class ModelRunner {
       pool: this.pool,
       control,
       eogTokens,
+      noTopK: unboundedTopK(sequences[0] as LlamaContextSequence),
+      vocabulary,
       prefillChunk: config.prefillChunk,
       batchSize: config.batchSize,
       stats: this.stats,

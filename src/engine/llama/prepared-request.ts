@@ -9,6 +9,7 @@ import {
   PromptTooLongError,
   RequestAbortedError,
   TooManyChoicesError,
+  UnknownTokenError,
 } from "../errors.js";
 import type { GenerationRequest, PreparedRequest } from "../types.js";
 import type { OutputControl, PreparedOutput } from "./output-control.js";
@@ -42,6 +43,8 @@ export interface RequestPreparerOptions {
   /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
   capabilities: TemplateCapabilities;
   control: OutputControl;
+  /** Tokens of the model's vocabulary: `logit_bias` may name ids below it only. */
+  vocabularySize: number;
 }
 
 export class RequestPreparer {
@@ -55,6 +58,7 @@ export class RequestPreparer {
   async prepare(request: GenerationRequest): Promise<LlamaPreparedRequest> {
     const { sequences, contextSize } = this.options;
     if (request.n > sequences) throw new TooManyChoicesError(request.n, sequences);
+    checkLogitBias(request.sampling.logitBias, this.options.vocabularySize);
     const { tokens: prompt, plan } = await this.preparePrompt(request);
     const maxTokens = request.sampling.maxTokens ?? contextSize - prompt.length;
     if (prompt.length + maxTokens > contextSize || maxTokens < 1) {
@@ -111,4 +115,11 @@ export function withBos(model: Pick<LlamaModel, "tokens">, tokens: Token[]): Tok
   const bos = model.tokens.bos;
   if (!model.tokens.shouldPrependBosToken || bos === null || tokens[0] === bos) return tokens;
   return [bos, ...tokens];
+}
+
+/** Every biased token must be in the vocabulary (the API checked the ids' form and the values' range). */
+function checkLogitBias(bias: ReadonlyMap<number, number> | undefined, vocabularySize: number): void {
+  for (const token of bias?.keys() ?? []) {
+    if (token >= vocabularySize) throw new UnknownTokenError(token, vocabularySize);
+  }
 }

@@ -1,7 +1,7 @@
 // Slot choice: the longest same-scope prefix wins; otherwise the cache worth least is overwritten (empty first,
 // then the least recently used), so organizations taking turns keep their prefixes.
 import { describe, expect, it } from "vitest";
-import { chooseSlots, type SlotView } from "./slot-choice.js";
+import { chooseSlots, KEEP_SUFFIX, type SlotView } from "./slot-choice.js";
 
 const slot = (id: number, over: Partial<SlotView> = {}): SlotView => ({
   id,
@@ -51,6 +51,48 @@ describe("chooseSlots", () => {
       slots[choice.primary] = slot(choice.primary, { tokens: prompt, scope, lastUsed: ++clock });
     }
     expect(reused).toEqual([0, 0, 3, 3, 3, 3]);
+  });
+
+  it("keeps a cache that goes on past the shared prefix: the prompt starts in another slot from a copy", () => {
+    const system = Array.from({ length: 40 }, (_, i) => i);
+    const question = (q: number) => Array.from({ length: KEEP_SUFFIX }, () => q);
+    const held = slot(0, { tokens: [...system, ...question(1000)], scope: "a", lastUsed: 2 });
+    const prompt = [...system, ...question(2000)];
+    // Another conversation on the same system prompt: slot 0 is kept, slot 1 (empty) copies its prefix.
+    expect(chooseSlots([held, slot(1), slot(2)], prompt, "a", 1)).toEqual({
+      primary: 1,
+      others: [],
+      reusable: 40,
+      source: 0,
+    });
+    // n = 2 takes the two cheapest other slots.
+    expect(chooseSlots([held, slot(1), slot(2)], prompt, "a", 2)).toEqual({
+      primary: 1,
+      others: [2],
+      reusable: 40,
+      source: 0,
+    });
+    // No other free slot for the prompt: the held cache is overwritten past the prefix, as before.
+    expect(chooseSlots([held, slot(1, { busy: true })], prompt, "a", 1)).toEqual({
+      primary: 0,
+      others: [],
+      reusable: 40,
+    });
+  });
+
+  it("lets a conversation's next turn go on in its own slot", () => {
+    // The slot holds the last turn and its answer; the next prompt repeats all but the answer's last tokens.
+    const turn = Array.from({ length: 60 }, (_, i) => i);
+    const held = slot(0, { tokens: turn, scope: "a", lastUsed: 1 });
+    const next = [...turn.slice(0, 58), 900, 901, 902];
+    expect(chooseSlots([held, slot(1)], next, "a", 1)).toEqual({ primary: 0, others: [], reusable: 58 });
+  });
+
+  it("lets the same prompt again go on in its slot, past a long cached answer", () => {
+    const prompt = Array.from({ length: 30 }, (_, i) => i);
+    const answer = Array.from({ length: 100 }, (_, i) => 500 + i);
+    const held = slot(0, { tokens: [...prompt, ...answer], scope: "a", lastUsed: 1 });
+    expect(chooseSlots([held, slot(1)], prompt, "a", 1)).toEqual({ primary: 0, others: [], reusable: 29 });
   });
 
   it("is undefined while fewer slots than asked for are free", () => {

@@ -1,5 +1,7 @@
 // Which free sequences a request leases: the longest same-scope cached prefix first; else the slots whose caches
-// are worth least (empty, then least recently used), so other scopes' prefixes stay for their next requests.
+// are worth least (empty, then least recently used), so other scopes' prefixes stay for their next requests. A slot
+// whose cache goes on past the shared prefix is kept: the prompt then starts in a cheaper slot from a copy of the
+// prefix, so the conversation it holds is still there when it comes back.
 
 export interface SlotView {
   id: number;
@@ -18,7 +20,20 @@ export interface SlotChoice {
   others: number[];
   /** Prompt tokens already in the primary slot (never the whole prompt: the last token is always evaluated). */
   reusable: number;
+  /**
+   * A free slot holding the reusable prefix and more: the primary copies the prefix from it before its prompt.
+   * Leased too until that copy is done, so no other request overwrites it first.
+   */
+  source?: number;
 }
+
+/**
+ * Cached tokens past the shared prefix worth keeping when the prompt goes another way: a slot holding at least this
+ * many more is copied from, not overwritten. A conversation's next turn, or the same prompt again, extends the
+ * cache instead (it diverges only where the previous answer was), so it goes on in its own slot; another
+ * conversation on the same system prompt keeps its own.
+ */
+export const KEEP_SUFFIX = 8;
 
 export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
   const max = Math.min(a.length, b.length);
@@ -52,6 +67,13 @@ export function chooseSlots(
       best = shared;
       primary = slot;
     }
+  }
+  // Keep a cache that goes another way than the prompt when another free slot can take it (and its copies).
+  const diverges = best < prompt.length - 1;
+  if (best > 0 && diverges && primary.tokens.length - best >= KEEP_SUFFIX && free.length > count) {
+    const source = primary.id;
+    const [first, ...rest] = free.filter((s) => s.id !== source).slice(0, count) as [SlotView, ...SlotView[]];
+    return { primary: first.id, others: rest.map((s) => s.id), reusable: best, source };
   }
   const others = free
     .filter((s) => s.id !== primary.id)

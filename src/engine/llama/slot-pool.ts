@@ -72,23 +72,33 @@ export class SlotPool<S extends CachedSequence> {
     return held;
   }
 
-  /** Marks a lease's slots busy, held by `holder`. */
+  /** Marks a lease's slots busy (its copy source too), held by `holder`. */
   take(lease: SlotChoice, holder: string): void {
-    for (const id of leasedIds(lease)) {
+    for (const id of [...leasedIds(lease), ...(lease.source === undefined ? [] : [lease.source])]) {
       const slot = this.slot(id);
       slot.busy = true;
       slot.holder = holder;
     }
   }
 
+  /** The lease's copy source has been copied from (or never will be): free again, its cache untouched. */
+  releaseSource(lease: SlotChoice): void {
+    if (lease.source === undefined) return;
+    this.release(lease.source);
+    delete lease.source;
+  }
+
   /** Frees a lease's slots; their KV stays as a reusable prefix. */
   free(lease: SlotChoice): void {
-    for (const id of leasedIds(lease)) {
-      const slot = this.slot(id);
-      slot.busy = false;
-      slot.holder = undefined;
-      slot.lastUsed = ++this.clock;
-    }
+    this.releaseSource(lease);
+    for (const id of leasedIds(lease)) this.release(id);
+  }
+
+  private release(id: number): void {
+    const slot = this.slot(id);
+    slot.busy = false;
+    slot.holder = undefined;
+    slot.lastUsed = ++this.clock;
   }
 }
 

@@ -3,18 +3,23 @@ import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { MAX_BACKLOG } from "../channel.js";
 import { priorityOf, type RunnerStats } from "./batching.js";
 import { ChoiceStream, usageOf } from "./choice-stream.js";
-import type { Choice, Job } from "./job.js";
+import type { Choice, Job, TokenGenerator } from "./job.js";
 import { copySequenceState } from "./llama-internals.js";
 import type { OutputControl } from "./output-control.js";
 import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
 import type { SlotChoice } from "./slot-choice.js";
 import type { Slot, SlotPool } from "./slot-pool.js";
+import { logprobMetadata, TokenLogprobs, type Vocabulary } from "./token-logprobs.js";
 
 export interface StepLoopOptions {
   model: LlamaModel;
   pool: SlotPool<LlamaContextSequence>;
   control: OutputControl;
   eogTokens: () => readonly Token[];
+  /** The `topK` that leaves top-k out of the sampler chain (`unboundedTopK`). */
+  noTopK: number;
+  /** The model's tokens as text and bytes (logprobs). */
+  vocabulary: Vocabulary;
   /** Prompt tokens per step while other choices generate (they wait for the whole step). */
   prefillChunk: number;
   /** Prompt tokens per step when nothing generates. */
@@ -43,7 +48,12 @@ export class StepLoop {
   private readonly sampling: ChoiceSampling;
 
   constructor(private readonly options: StepLoopOptions) {
-    this.sampling = { model: options.model, control: options.control, eogTokens: options.eogTokens };
+    this.sampling = {
+      model: options.model,
+      control: options.control,
+      eogTokens: options.eogTokens,
+      noTopK: options.noTopK,
+    };
   }
 
   /** Jobs holding sequences. */
@@ -103,7 +113,7 @@ export class StepLoop {
       if (job.state !== "prefill" || job.cancelled) continue;
       const lease = job.lease as SlotChoice;
       const primary = pool.slot(lease.primary);
-      if (!job.prepared) await this.preparePrimary(job, primary, lease.reusable);
+      if (!job.prepared) await this.preparePrimary(job, primary, lease);
       const end = job.prompt.length - 1;
       if (job.prefillPos < end && budget > 0) {
         const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
@@ -162,13 +172,27 @@ export class StepLoop {
     }
   }
 
-  /** Keeps the cached prefix the lease found, erases the rest of the sequence, records the cache scope. */
+  /**
+   * Keeps the cached prefix the lease found (copied from its source slot, when it has one), erases the rest of the
+   * sequence, records the cache scope.
+   */
   private async preparePrimary(
     job: Job,
     primary: Slot<LlamaContextSequence>,
-    reusable: number,
+    lease: SlotChoice,
   ): Promise<void> {
     const sequence = primary.sequence;
+    let reusable = lease.reusable;
+    if (lease.source !== undefined) {
+      const source = this.options.pool.slot(lease.source).sequence;
+      const copied = await copySequenceState(sequence, source, reusable);
+      this.options.pool.releaseSource(lease);
+      if (!copied) {
+        // The copy is a library internal: evaluate the whole prompt instead.
+        await sequence.clearHistory();
+        reusable = 0;
+      }
+    }
     if (sequence.nextTokenIndex > reusable) {
       await sequence.eraseContextTokenRanges([{ start: reusable, end: sequence.nextTokenIndex }]);
     }
@@ -198,6 +222,11 @@ export class StepLoop {
     const lastToken = job.prompt[upTo] as Token;
     const { sampling } = job.request;
     const prepared = job.output;
+    const metadata = logprobMetadata(sampling);
+    const logprobs =
+      sampling.logprobs === undefined
+        ? undefined
+        : new TokenLogprobs(this.options.vocabulary, sampling.logprobs);
     job.choices = slots.map((slot, index) => {
       const stream = new ChoiceStream({
         index,
@@ -210,9 +239,11 @@ export class StepLoop {
             ? undefined
             : { plan: prepared.plan, output: this.options.control.startChoice(prepared) },
         emit: (event) => job.channel.push(event),
+        ...(logprobs === undefined ? {} : { logprobs }),
       });
       const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id);
-      return { sequenceId: slot.id, generator: slot.sequence.evaluate([lastToken], options), stream };
+      const generator: TokenGenerator = slot.sequence.evaluateWithMetadata([lastToken], metadata, options);
+      return { sequenceId: slot.id, generator, stream };
     });
     job.state = "decode";
   }
@@ -235,7 +266,8 @@ function decodeWork(job: Job, choice: Choice): Work {
     run: async () => {
       const result = await choice.generator.next(choice.stream.generated.at(-1));
       if (job.cancelled) return;
-      choice.stream.push(result.done === true ? undefined : result.value);
+      if (result.done === true) choice.stream.push(undefined);
+      else choice.stream.push(result.value.token, result.value);
     },
   };
 }

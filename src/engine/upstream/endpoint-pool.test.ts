@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { type UpstreamModelConfig, upstreamModelConfigSchema } from "../../config/schema.js";
-import { BASE_BACKOFF_MS, EndpointPool, MAX_BACKOFF_MS } from "./endpoint-pool.js";
+import { BASE_BACKOFF_MS, EndpointPool, MAX_BACKOFF_MS, modelNotServing } from "./endpoint-pool.js";
 
 const URLS = ["http://127.0.0.1:8101/v1", "http://user:secret@127.0.0.1:8102/v1"];
 
@@ -148,5 +148,33 @@ describe("EndpointPool", () => {
     pool.release(first);
     expect(first.inFlight).toBe(1);
     expect(first.requests).toBe(2);
+  });
+});
+
+describe("modelNotServing (a Hearth worker's /health body)", () => {
+  const body = (state: string | undefined) =>
+    JSON.stringify({
+      status: "degraded",
+      models: [
+        { id: "other", status: "ok", state: "ready" },
+        { id: "m", state },
+      ],
+    });
+
+  it.each([
+    ["loading", "loading"],
+    ["downloading", "downloading"],
+    ["failed", "failed"],
+    ["ready", undefined],
+    ["unloaded", undefined],
+  ])("a model %s → %s", (state, expected) => {
+    expect(modelNotServing(body(state), "m")).toBe(expected);
+  });
+
+  it("says nothing of bodies without the model or its state (older workers, other engines)", () => {
+    expect(modelNotServing(body(undefined), "m")).toBeUndefined();
+    expect(modelNotServing(body("loading"), "absent")).toBeUndefined();
+    expect(modelNotServing("not json", "m")).toBeUndefined();
+    expect(modelNotServing("{}", "m")).toBeUndefined();
   });
 });

@@ -300,8 +300,11 @@ export class EndpointPool {
           headers: endpoint.headers({ accept: "application/json" }),
           signal: AbortSignal.timeout(timeoutMs),
         });
-        await ready.arrayBuffer();
+        const body = await ready.text();
         if (!ready.ok) throw new Error(`not ready (health ${ready.status})`);
+        // A Hearth worker is up once one of its models serves: this one may still be loading there.
+        const waiting = kind === "hearth" ? modelNotServing(body, served) : undefined;
+        if (waiting !== undefined) throw new Error(`not ready (${served} ${waiting})`);
       }
       if (kind === "llama-server" && endpoint.toolCalls === undefined) {
         endpoint.toolCalls = await this.readToolCalls(endpoint, timeoutMs);
@@ -323,4 +326,25 @@ export class EndpointPool {
       endpoint.probing = false;
     }
   }
+}
+
+/**
+ * Why a Hearth worker's /health body says `model` cannot take requests yet (downloading, loading, unloading,
+ * failed); undefined when it can, or rests unloaded (a request loads it on demand), or the body does not say.
+ */
+export function modelNotServing(body: string, model: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return undefined;
+  }
+  const models = (parsed as { models?: unknown }).models;
+  if (!Array.isArray(models)) return undefined;
+  const entry = models.find(
+    (m): m is { id: string; state?: unknown } => (m as { id?: unknown })?.id === model,
+  );
+  const state = entry?.state;
+  if (typeof state !== "string" || state === "ready" || state === "unloaded") return undefined;
+  return state;
 }

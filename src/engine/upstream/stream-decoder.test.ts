@@ -322,6 +322,130 @@ describe("UpstreamStreamDecoder: dialects", () => {
   });
 });
 
+describe("UpstreamStreamDecoder: logprobs", () => {
+  const entry = (token: string, logprob: unknown, extra: Record<string, unknown> = {}) => ({
+    token,
+    logprob,
+    bytes: [...Buffer.from(token)],
+    top_logprobs: [],
+    ...extra,
+  });
+  const logprobsOf = (events: GenerationEvent[]) =>
+    events.flatMap((e) => (e.type === "delta" && e.target === undefined ? [e.logprobs] : []));
+
+  it("vLLM: each content chunk's tokens, in OpenAI's shape, with their alternatives", () => {
+    const top = [
+      { token: "Paris", logprob: -0.01, bytes: [80, 97, 114, 105, 115] },
+      { token: "Lyon", logprob: -4.6, bytes: [76, 121, 111, 110] },
+    ];
+    const events = decode(
+      sse([
+        vllmChoice({ role: "assistant", content: "" }),
+        {
+          ...vllmMeta,
+          choices: [
+            {
+              index: 0,
+              delta: { content: "Paris" },
+              logprobs: { content: [entry("Paris", -0.01, { top_logprobs: top })] },
+              finish_reason: null,
+            },
+          ],
+        },
+        {
+          ...vllmMeta,
+          choices: [
+            {
+              index: 0,
+              delta: { content: "." },
+              logprobs: { content: [entry(".", -0.2)] },
+              finish_reason: "stop",
+            },
+          ],
+        },
+        { ...vllmMeta, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } },
+        "[DONE]",
+      ]),
+    );
+    expect(logprobsOf(events)).toEqual([
+      [{ token: "Paris", logprob: -0.01, bytes: [80, 97, 114, 105, 115], topLogprobs: top }],
+      [{ token: ".", logprob: -0.2, bytes: [46], topLogprobs: [] }],
+    ]);
+  });
+
+  it("llama-server: its extra `id` is dropped; missing bytes are the token's UTF-8; -inf and null are the floor", () => {
+    const events = decode(
+      sse([
+        {
+          ...llamaMeta,
+          choices: [
+            {
+              index: 0,
+              delta: { content: "é!" },
+              logprobs: {
+                content: [
+                  {
+                    id: 233,
+                    token: "é",
+                    logprob: -0.5,
+                    top_logprobs: [{ id: 9, token: "x", logprob: null }],
+                  },
+                  { id: 0, token: "!", logprob: "-inf", bytes: [33], top_logprobs: [] },
+                ],
+              },
+              finish_reason: "stop",
+            },
+          ],
+        },
+        { ...llamaMeta, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } },
+        "[DONE]",
+      ]),
+    );
+    expect(logprobsOf(events)).toEqual([
+      [
+        {
+          token: "é",
+          logprob: -0.5,
+          bytes: [0xc3, 0xa9],
+          topLogprobs: [{ token: "x", logprob: -9999, bytes: [120] }],
+        },
+        { token: "!", logprob: -9999, bytes: [33], topLogprobs: [] },
+      ],
+    ]);
+  });
+
+  it("reasoning and tool-call tokens are not reported; a text-less chunk's tokens go with the next content", () => {
+    const chunk = (delta: Record<string, unknown>, tokens: string[], finish: string | null = null) => ({
+      ...vllmMeta,
+      choices: [
+        { index: 0, delta, logprobs: { content: tokens.map((t) => entry(t, -1)) }, finish_reason: finish },
+      ],
+    });
+    const events = decode(
+      sse([
+        chunk({ reasoning_content: "Hmm" }, ["Hmm"]),
+        chunk({}, ["\n"]),
+        chunk({ content: "Hi" }, ["Hi"]),
+        chunk(
+          { tool_calls: [{ index: 0, id: "c", type: "function", function: { name: "f", arguments: "{}" } }] },
+          ["{}"],
+          "tool_calls",
+        ),
+        { ...vllmMeta, choices: [], usage: { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 } },
+        "[DONE]",
+      ]),
+    );
+    expect(logprobsOf(events).map((list) => list?.map((e) => e.token))).toEqual([["\n", "Hi"]]);
+    expect(events.some((e) => e.type === "delta" && e.target !== undefined && e.logprobs !== undefined)).toBe(
+      false,
+    );
+  });
+
+  it("no logprobs in the stream: deltas without the field", () => {
+    expect(logprobsOf(decode(VLLM_REASONING))).toEqual([undefined, undefined]);
+  });
+});
+
 describe("UpstreamStreamDecoder: framing", () => {
   const fixtures = { VLLM_REASONING, LLAMA_FINISH_ON_CONTENT, LLAMA_CURRENT, OPENAI_TOOLS };
 

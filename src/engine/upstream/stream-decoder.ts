@@ -1,5 +1,12 @@
 // Incremental decoder of an upstream chat-completion SSE stream (any dialect) into Hearth's GenerationEvents.
-import type { FinishReason, GenerationEvent, UsageCounts } from "../types.js";
+import {
+  type FinishReason,
+  type GenerationEvent,
+  LOGPROB_FLOOR,
+  type TokenAlternative,
+  type TokenLogprob,
+  type UsageCounts,
+} from "../types.js";
 import { isRecord, UpstreamProtocolError, upstreamErrorFromFrame } from "./upstream-error.js";
 
 export interface UpstreamStreamDecoderOptions {
@@ -15,6 +22,8 @@ interface ChoiceState {
   nextCall: number;
   /** The call the last fragment belonged to: where an index-less fragment (older Ollama) continues. */
   lastCall: number | undefined;
+  /** Logprobs that came in a chunk without text: they go with the next content. */
+  logprobs: TokenLogprob[];
 }
 
 /** The usage as the upstream reported it; cached tokens may come from llama-server's `timings` instead. */
@@ -57,6 +66,7 @@ export class UpstreamStreamDecoder {
       calls: new Map<number, number>(),
       nextCall: 0,
       lastCall: undefined,
+      logprobs: [],
     }));
   }
 
@@ -170,7 +180,9 @@ export class UpstreamStreamDecoder {
         `choice index ${JSON.stringify(index)} is out of range (n = ${this.#choices.length})`,
       );
     }
-    if (isRecord(choice.delta)) this.#delta(index, state, choice.delta, events);
+    const logprobs = readLogprobs(choice.logprobs);
+    if (isRecord(choice.delta)) this.#delta(index, state, choice.delta, logprobs, events);
+    else state.logprobs.push(...logprobs);
     const reason = choice.finish_reason;
     if (typeof reason === "string" && reason !== "") {
       // A repeated finish (a stream that also closes every choice at its end) is the same fact said twice.
@@ -185,6 +197,7 @@ export class UpstreamStreamDecoder {
     choice: number,
     state: ChoiceState,
     delta: Record<string, unknown>,
+    logprobs: TokenLogprob[],
     events: GenerationEvent[],
   ): void {
     const emit = (text: string, target?: Extract<GenerationEvent, { type: "delta" }>["target"]) => {
@@ -199,8 +212,22 @@ export class UpstreamStreamDecoder {
     const reasoning = nonEmpty(delta.reasoning_content) ?? nonEmpty(delta.reasoning);
     if (reasoning !== undefined) emit(reasoning, { kind: "reasoning" });
     const content = nonEmpty(delta.content);
-    if (content !== undefined) emit(content);
     const calls = delta.tool_calls;
+    const hasCalls = Array.isArray(calls) && calls.length > 0;
+    if (content !== undefined) {
+      emit(content);
+      // A chunk's logprobs are of its content's tokens (OpenAI's form), with those held from text-less chunks.
+      if (state.logprobs.length > 0 || logprobs.length > 0) {
+        const event = events.at(-1) as Extract<GenerationEvent, { type: "delta" }>;
+        event.logprobs = [...state.logprobs, ...logprobs];
+        state.logprobs = [];
+      }
+    } else if (reasoning !== undefined || hasCalls) {
+      // Tokens of reasoning or of a tool call are not content tokens: Hearth reports content tokens only.
+      state.logprobs = [];
+    } else {
+      state.logprobs.push(...logprobs);
+    }
     if (calls === undefined || calls === null) return;
     if (!Array.isArray(calls)) throw new UpstreamProtocolError("a delta's tool_calls is not an array");
     for (const call of calls) {
@@ -276,6 +303,32 @@ function readUsage(value: unknown): ReportedUsage {
     cachedTokens: isCount(prompt) ? prompt : undefined,
     reasoningTokens: isCount(completion) ? completion : undefined,
   };
+}
+
+/**
+ * A choice's `logprobs` in any dialect, in OpenAI's shape: `content` entries with `token`, `logprob` and, where
+ * the engine sends them, `bytes` and `top_logprobs` (llama-server adds an `id`, dropped). Missing bytes are the
+ * token's UTF-8; a logprob that is not a finite number (an engine's -inf or null) is OpenAI's floor, -9999.
+ */
+function readLogprobs(value: unknown): TokenLogprob[] {
+  if (!isRecord(value) || !Array.isArray(value.content)) return [];
+  return value.content.filter(isRecord).map((entry) => {
+    const top = Array.isArray(entry.top_logprobs) ? entry.top_logprobs.filter(isRecord) : [];
+    return { ...readAlternative(entry), topLogprobs: top.map(readAlternative) };
+  });
+}
+
+function readAlternative(entry: Record<string, unknown>): TokenAlternative {
+  const token = typeof entry.token === "string" ? entry.token : "";
+  const bytes =
+    Array.isArray(entry.bytes) && entry.bytes.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)
+      ? (entry.bytes as number[])
+      : [...new TextEncoder().encode(token)];
+  const logprob =
+    typeof entry.logprob === "number" && Number.isFinite(entry.logprob)
+      ? Math.max(LOGPROB_FLOOR, Math.min(0, entry.logprob))
+      : LOGPROB_FLOOR;
+  return { token, logprob, bytes };
 }
 
 function isCount(value: unknown): value is number {

@@ -13,6 +13,8 @@ export class UpstreamError extends Error {
     readonly clientError: boolean,
     /** The upstream's own message, truncated and without stack traces: for the log and the operator view. */
     readonly detail?: string,
+    /** A client error's `error.param` (OpenAI's shape): the field the client gets named, e.g. `logit_bias`. */
+    readonly param?: string,
   ) {
     super(message);
   }
@@ -47,7 +49,14 @@ export function upstreamErrorFromResponse(status: number, bodyText: string): Ups
       : clientError
         ? `The upstream engine refused the request (status ${status}).`
         : `The upstream engine failed (status ${status}).`;
-  return new UpstreamError(message, status, retryable, clientError, detail);
+  const param = clientError ? upstreamParam(parseJson(bodyText)) : undefined;
+  return new UpstreamError(message, status, retryable, clientError, detail, param);
+}
+
+/** A parameter path as OpenAI spells one (`logit_bias`, `messages[2].content`); anything else is not relayed. */
+function upstreamParam(body: unknown): string | undefined {
+  const param = isRecord(body) && isRecord(body.error) ? body.error.param : undefined;
+  return typeof param === "string" && /^[A-Za-z_][\w.[\]]{0,99}$/.test(param) ? param : undefined;
 }
 
 /**

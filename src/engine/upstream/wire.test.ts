@@ -112,6 +112,16 @@ describe("upstreamRequestBody", () => {
     });
   });
 
+  it("user goes to every dialect as the client sent it, and only when given", () => {
+    const tagged = request({ messages: [{ role: "user", content: "Hi" }], user: "end-user-7f3a" });
+    for (const kind of KINDS) {
+      expect(upstreamRequestBody(tagged, { model: "m", kind, cacheSalt: "org_A" }).user).toBe(
+        "end-user-7f3a",
+      );
+      expect(upstreamRequestBody(plain, { model: "m", kind, cacheSalt: "org_A" })).not.toHaveProperty("user");
+    }
+  });
+
   it("n is sent when above 1; max_tokens and stop only when set; ignore_eos only where accepted", () => {
     const bare = request({ messages: [{ role: "user", content: "Hi" }], n: 3 });
     const body = upstreamRequestBody(bare, { model: "m", kind: "openai", cacheSalt: "s" });
@@ -123,6 +133,29 @@ describe("upstreamRequestBody", () => {
     expect(upstreamRequestBody(bench, { model: "m", kind: "hearth", cacheSalt: "s" })).not.toHaveProperty(
       "ignore_eos",
     );
+  });
+
+  it("logprobs, top_logprobs and logit_bias are sent when set, never otherwise", () => {
+    const bare = upstreamRequestBody(request({ messages: [{ role: "user", content: "Hi" }] }), {
+      model: "m",
+      kind: "vllm",
+      cacheSalt: "s",
+    });
+    for (const field of ["logprobs", "top_logprobs", "logit_bias"]) expect(bare).not.toHaveProperty(field);
+    const asked = request({
+      messages: [{ role: "user", content: "Hi" }],
+      logprobs: true,
+      top_logprobs: 4,
+      logit_bias: { "15": -100, "300": 2.5 },
+    });
+    for (const kind of KINDS) {
+      const body = upstreamRequestBody(asked, { model: "m", kind, cacheSalt: "s" });
+      expect(body.logprobs).toBe(true);
+      expect(body.top_logprobs).toBe(4);
+      expect(body.logit_bias).toEqual({ "15": -100, "300": 2.5 });
+    }
+    const noTop = request({ messages: [{ role: "user", content: "Hi" }], logprobs: true });
+    expect(upstreamRequestBody(noTop, { model: "m", kind: "openai", cacheSalt: "s" }).top_logprobs).toBe(0);
   });
 
   it("forwards tool conversations in OpenAI's form, and tools with the raw schema", () => {
@@ -187,6 +220,9 @@ describe("upstreamRequestBody", () => {
       stop: "STOP",
       seed: 123,
       chat_template_kwargs: { enable_thinking: true },
+      logprobs: true,
+      top_logprobs: 2,
+      logit_bias: { "7": 50 },
     });
     const body = upstreamRequestBody(original, { model: "smol", kind: "hearth", cacheSalt: "org_A" });
     // cache_salt is Hearth's issue-11 addition to its parser (src/api/chat-request.ts), checked there.
@@ -237,6 +273,23 @@ describe("upstreamErrorFromResponse", () => {
     expect(upstreamErrorFromResponse(400, "").message).toBe(
       "The upstream engine refused the request (status 400).",
     );
+  });
+
+  it("a client error keeps the upstream's param when it is a parameter path; others never name one", () => {
+    expect(upstreamErrorFromResponse(400, openaiBody("bad")).param).toBe("messages");
+    const bias = JSON.stringify({ error: { message: "Invalid key", param: "logit_bias" } });
+    expect(upstreamErrorFromResponse(400, bias).param).toBe("logit_bias");
+    const odd = JSON.stringify({ error: { message: "x", param: "<script>" } });
+    expect(upstreamErrorFromResponse(400, odd).param).toBeUndefined();
+    expect(upstreamErrorFromResponse(500, openaiBody("x")).param).toBeUndefined();
+    const vllm = JSON.stringify({
+      object: "error",
+      message: "bad",
+      type: "BadRequestError",
+      param: null,
+      code: 400,
+    });
+    expect(upstreamErrorFromResponse(400, vllm).param).toBeUndefined();
   });
 
   it("strips stack traces and truncates long messages to 1,000 characters", () => {

@@ -81,9 +81,19 @@ export function upstreamRequestBody(
   if (sampling.maxTokens !== undefined) body.max_tokens = sampling.maxTokens;
   if (sampling.stop.length > 0) body.stop = sampling.stop;
   if (sampling.ignoreEos === true && traits.ignoreEos) body.ignore_eos = true;
+  // Only when asked: a Hearth worker refuses nothing here, but older engines may refuse fields they do not know.
+  if (sampling.logprobs !== undefined) {
+    body.logprobs = true;
+    body.top_logprobs = sampling.logprobs;
+  }
+  // Token ids of the upstream's own vocabulary: the upstream judges them (its 400 is relayed).
+  if (sampling.logitBias !== undefined) body.logit_bias = Object.fromEntries(sampling.logitBias);
   // Sent when false too: some templates (Qwen3) think unless told not to, and Hearth's default is off.
   if (traits.templateKwargs) body.chat_template_kwargs = { enable_thinking: request.enableThinking };
   if (traits.cacheSalt && options.cacheSalt !== "") body.cache_salt = options.cacheSalt;
+  // OpenAI's own field, which every dialect accepts (vLLM and SGLang take it, llama-server and Ollama ignore it);
+  // a Hearth worker records it with its usage. As the client sent it: the organization stays with the gateway.
+  if (request.user !== undefined && request.user !== "") body.user = request.user;
   if (request.output !== undefined) Object.assign(body, outputFields(request.output));
   return body;
 }
