@@ -32,7 +32,7 @@ const MODEL = [
   "test/integration/overload.test.ts",
   "test/integration/sampling-distribution.test.ts",
   "test/integration/usage.test.ts",
-  "src/chat/smollm2.test.ts",
+  "src/chat/real-models.test.ts",
   "src/models/fetch.test.ts",
 ];
 

@@ -37,6 +37,17 @@ describe("marker-free text", () => {
     expect(acceptsText(overlapping, "abaab aba")).toBe(true);
   });
 
+  it("refuses each of several markers, following overlaps between them (Aho-Corasick)", () => {
+    const think = markerAutomaton(["<think>", "</think>"]);
+    for (const text of ["", "I think so.", "a <thin b </thin", "<think", "</think", "<</think", "think>"])
+      expect(acceptsText(think, text), text).toBe(true);
+    for (const text of ["<think>", "</think>", "x </think> y", "<<think>", "</<think>", "<</think>"])
+      expect(acceptsText(think, text), text).toBe(false);
+    const overlapping = markerAutomaton(["abc", "bcd"]);
+    expect(acceptsText(overlapping, "abbcd")).toBe(false);
+    expect(acceptsText(overlapping, "ab cd bc")).toBe(true);
+  });
+
   it("writes one rule per state, escaping the marker's characters in the negated class", () => {
     const g = new GrammarBuilder();
     const start = markerFreeTextRule(g, "[TOOL_CALLS]", "rest");

@@ -1,35 +1,49 @@
-// Text that never contains a given marker, as a small automaton (testable as data) and as GBNF rules.
+// Text that never contains given markers, as a small automaton (testable as data) and as GBNF rules.
 import type { GrammarBuilder } from "./gbnf.js";
 import { literal } from "./gbnf.js";
 
 /**
- * State i = the text ends with the marker's first i characters (and holds no whole marker). `next[i]` maps the
- * marker's characters to the state they lead to; a character that would complete the marker has no entry (it is
- * not allowed), and any character outside the marker leads back to state 0.
+ * State i = the text ends with the i-th proper prefix of a marker (the longest such; state 0 is the empty prefix,
+ * and for one marker state i is its first i characters) and holds no whole marker. `next[i]` maps the markers'
+ * characters to the state they lead to; a character that would complete a marker has no entry (it is not allowed),
+ * and any character outside the markers leads back to state 0.
  */
 export interface MarkerAutomaton {
   next: ReadonlyMap<string, number>[];
-  /** Every distinct character of the marker. */
+  /** Every distinct character of the markers. */
   alphabet: readonly string[];
 }
 
-export function markerAutomaton(marker: string): MarkerAutomaton {
-  const chars = [...marker];
-  if (chars.length === 0) throw new Error("a marker needs at least one character");
-  const alphabet = [...new Set(chars)];
-  // The longest prefix of the marker that the text ends with after reading `c` in state i (KMP's transition).
-  const step = (i: number, c: string): number => {
-    const seen = [...chars.slice(0, i), c];
-    for (let length = Math.min(seen.length, chars.length); length > 0; length--) {
-      if (seen.slice(seen.length - length).join("") === chars.slice(0, length).join("")) return length;
+export function markerAutomaton(markers: string | readonly string[]): MarkerAutomaton {
+  const words = (typeof markers === "string" ? [markers] : [...markers]).map((marker) => [...marker]);
+  if (words.length === 0 || words.some((chars) => chars.length === 0))
+    throw new Error("a marker needs at least one character");
+  const alphabet = [...new Set(words.flat())];
+  // Every proper prefix of a marker, shortest first (for one marker: state i is its first i characters).
+  const prefixes: string[] = [];
+  for (let length = 0; length < Math.max(...words.map((chars) => chars.length)); length++) {
+    for (const chars of words) {
+      const prefix = chars.slice(0, length).join("");
+      if (length < chars.length && !prefixes.includes(prefix)) prefixes.push(prefix);
+    }
+  }
+  const whole = words.map((chars) => chars.join(""));
+  // After reading `c` in state `prefix`: refused when a marker ends here, else the longest suffix that is a
+  // marker's proper prefix (Aho-Corasick's transition; KMP's for one marker).
+  const step = (prefix: string, c: string): number | undefined => {
+    const seen = [...prefix, c];
+    if (whole.some((marker) => seen.join("").endsWith(marker))) return undefined;
+    for (let start = 0; start <= seen.length; start++) {
+      const index = prefixes.indexOf(seen.slice(start).join(""));
+      if (index >= 0) return index;
     }
     return 0;
   };
-  const next = chars.map((_, i) => {
+  const next = prefixes.map((prefix) => {
     const row = new Map<string, number>();
     for (const c of alphabet) {
-      const to = step(i, c);
-      if (to < chars.length) row.set(c, to);
+      const to = step(prefix, c);
+      if (to !== undefined) row.set(c, to);
     }
     return row;
   });
@@ -52,11 +66,15 @@ export function acceptsText(automaton: MarkerAutomaton, text: string): boolean {
 }
 
 /**
- * Adds the rules of "any text, possibly empty, without `marker`" and returns the start rule's name. One rule per
- * state, right-recursive (llama.cpp does not grow its stacks on a reference at the end of an alternative).
+ * Adds the rules of "any text, possibly empty, without any of `markers`" and returns the start rule's name. One rule
+ * per state, right-recursive (llama.cpp does not grow its stacks on a reference at the end of an alternative).
  */
-export function markerFreeTextRule(g: GrammarBuilder, marker: string, prefix: string): string {
-  const automaton = markerAutomaton(marker);
+export function markerFreeTextRule(
+  g: GrammarBuilder,
+  markers: string | readonly string[],
+  prefix: string,
+): string {
+  const automaton = markerAutomaton(markers);
   const name = (state: number) => `${prefix}-${state}`;
   const others = `[^${automaton.alphabet.map(classChar).join("")}] ${name(0)}`;
   automaton.next.forEach((row, state) => {

@@ -37,6 +37,8 @@ export const TOOL_SECTION_INTRO =
   "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>";
 export const TOOL_SECTION_OUTRO =
   '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>';
+const THINK_OPEN = "<think>";
+const THINK_CLOSE = "</think>";
 export const REASONING_INSTRUCTION =
   "Think step by step before answering. Write your reasoning between <think> and </think>, then write your final answer after </think>.";
 
@@ -173,7 +175,10 @@ export function planGeneration(
   let grammar: string | undefined;
   if (prompt.reasoning === "prompted") {
     g.rule("thought", `${VISIBLE_THOUGHT_START} [^<]*`);
-    grammar = g.build(`thought "</think>" [\\n]{0,2} ${answer ?? g.rule("text", "[^ \\t\\n\\r] .*")}`);
+    // The block is closed once: an answer with a think tag in it would hand the client a stray tag in content.
+    const text = () =>
+      g.rule("text", `[^ \\t\\n\\r<] ${markerFreeTextRule(g, [THINK_OPEN, THINK_CLOSE], "text-rest")}`);
+    grammar = g.build(`thought "</think>" [\\n]{0,2} ${answer ?? text()}`);
   } else if (constrained && answer !== undefined) {
     if (prompt.reasoning === "native") {
       g.rule("thought", '( [^<] | "<" [^/] )*');

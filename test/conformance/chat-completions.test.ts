@@ -1,15 +1,18 @@
-// Conformance: the official openai client against a real `hearth serve` process and the real default model.
+// Conformance: the official openai client against a real `hearth serve` process serving both real model families
+// (SmolLM2's ChatML and Gemma 3's turns); every model-dependent behaviour runs on each.
 import type OpenAI from "openai";
 import { APIError } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openaiClient, type ServerProcess, startServerProcess } from "../support/server-process.js";
+import { MODEL_FAMILIES, SMOLLM2_MODEL, startServerWithModels } from "../support/models.js";
+import { openaiClient, type ServerProcess } from "../support/server-process.js";
 
-const MODEL = "smollm2-135m-instruct";
+/** The model of the model-independent checks (auth, validation, routes). */
+const MODEL = SMOLLM2_MODEL.id;
 let server: ServerProcess;
 let client: OpenAI;
 
 beforeAll(async () => {
-  server = await startServerProcess();
+  server = await startServerWithModels();
   client = openaiClient(server);
 });
 
@@ -49,239 +52,344 @@ async function expectError(promise: Promise<unknown>, status: number, code: stri
   expect(apiError.headers?.get("x-request-id")).toMatch(/^req_/);
 }
 
-describe("non-streamed completions (behaviour 1)", () => {
-  it("returns one chat.completion with usage that adds up", async () => {
-    const completion = await client.chat.completions.create({
-      model: MODEL,
-      messages: [
-        { role: "system", content: "You are a helpful assistant." },
-        { role: "user", content: "What is the capital of France?", name: "alice" },
-      ],
-      temperature: 0,
-      max_tokens: 30,
-    });
-    expect(completion.id).toMatch(/^chatcmpl-/);
-    expect(completion.object).toBe("chat.completion");
-    expect(Number.isInteger(completion.created)).toBe(true);
-    expect(completion.model).toBe(MODEL);
-    expect(completion.choices).toHaveLength(1);
-    const choice = completion.choices[0];
-    expect(choice?.index).toBe(0);
-    expect(choice?.message.role).toBe("assistant");
-    expect(choice?.message.content).toMatch(/Paris/);
-    expect(["stop", "length"]).toContain(choice?.finish_reason);
-    const usage = completion.usage;
-    expect(usage?.prompt_tokens).toBeGreaterThan(10);
-    expect(usage?.completion_tokens).toBeGreaterThan(0);
-    expect(usage?.total_tokens).toBe((usage?.prompt_tokens ?? 0) + (usage?.completion_tokens ?? 0));
-  });
+/**
+ * A stop string the model is sure to write: `length` characters from the middle of its own greedy reply to the same
+ * request (a base model need not count when asked to; every model repeats its greedy reply).
+ */
+function stopIn(reference: string, length: number): { stop: string; before: string } {
+  expect(reference.length).toBeGreaterThanOrEqual(2 * length);
+  const at = Math.floor(reference.length / 2);
+  const stop = reference.slice(at, at + length);
+  return { stop, before: reference.slice(0, reference.indexOf(stop)) };
+}
 
-  it("honours max_tokens and max_completion_tokens with finish_reason length", async () => {
-    for (const limit of [{ max_tokens: 5 }, { max_completion_tokens: 5 }]) {
+describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
+  describe("non-streamed completions (behaviour 1)", () => {
+    it("returns one chat.completion with usage that adds up", async () => {
       const completion = await client.chat.completions.create({
         model: MODEL,
-        messages: ask("Write a long essay about the history of Rome."),
-        ...limit,
+        messages: [
+          { role: "system", content: "You are a helpful assistant." },
+          { role: "user", content: "What is the capital of France?", name: "alice" },
+        ],
+        temperature: 0,
+        max_tokens: 30,
       });
-      expect(completion.choices[0]?.finish_reason).toBe("length");
-      expect(completion.usage?.completion_tokens).toBe(5);
-    }
-  });
-
-  it("accepts every sampling field, and the same seed gives the same text", async () => {
-    const params = {
-      model: MODEL,
-      messages: ask("Tell me something about owls."),
-      temperature: 1.3,
-      top_p: 0.9,
-      frequency_penalty: 0.5,
-      presence_penalty: 0.3,
-      seed: 1234,
-      max_tokens: 24,
-    };
-    const [a, b] = await Promise.all([
-      client.chat.completions.create(params),
-      client.chat.completions.create(params),
-    ]);
-    expect(a.choices[0]?.message.content).toBe(b.choices[0]?.message.content);
-    const c = await client.chat.completions.create({ ...params, seed: 4321 });
-    expect(c.choices[0]?.message.content).not.toBe(a.choices[0]?.message.content);
-  });
-
-  it("generates n choices that differ without a seed", async () => {
-    const completion = await client.chat.completions.create({
-      model: MODEL,
-      messages: ask("Suggest a name for a cat."),
-      n: 3,
-      temperature: 1.2,
-      max_tokens: 12,
+      expect(completion.id).toMatch(/^chatcmpl-/);
+      expect(completion.object).toBe("chat.completion");
+      expect(Number.isInteger(completion.created)).toBe(true);
+      expect(completion.model).toBe(MODEL);
+      expect(completion.choices).toHaveLength(1);
+      const choice = completion.choices[0];
+      expect(choice?.index).toBe(0);
+      expect(choice?.message.role).toBe("assistant");
+      expect(typeof choice?.message.content).toBe("string");
+      expect(["stop", "length"]).toContain(choice?.finish_reason);
+      const usage = completion.usage;
+      expect(usage?.prompt_tokens).toBeGreaterThan(10);
+      expect(usage?.completion_tokens).toBeGreaterThan(0);
+      expect(usage?.total_tokens).toBe((usage?.prompt_tokens ?? 0) + (usage?.completion_tokens ?? 0));
     });
-    expect(completion.choices.map((c) => c.index)).toEqual([0, 1, 2]);
-    expect(new Set(completion.choices.map((c) => c.message.content)).size).toBeGreaterThan(1);
-  });
 
-  it("stops before a stop sequence and leaves it out", async () => {
-    const completion = await client.chat.completions.create({
-      model: MODEL,
-      messages: ask("Count from 1 to 10, separated by commas."),
-      temperature: 0,
-      stop: ["6", "never-appears"],
-      max_tokens: 60,
+    it("answers what the rendered prompt asks: the capital of France, chosen among five cities, is Paris", async () => {
+      const completion = await client.chat.completions.create({
+        model: MODEL,
+        messages: [
+          { role: "system", content: "You are a helpful assistant." },
+          { role: "user", content: "What is the capital of France?" },
+        ],
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: "capital",
+            schema: {
+              type: "object",
+              properties: { city: { enum: ["Berlin", "London", "Madrid", "Paris", "Rome"] } },
+              required: ["city"],
+              additionalProperties: false,
+            },
+          },
+        },
+        temperature: 0,
+        max_tokens: 20,
+      });
+      expect(JSON.parse(completion.choices[0]?.message.content ?? "")).toEqual({ city: "Paris" });
+      expect(completion.choices[0]?.finish_reason).toBe("stop");
     });
-    const text = completion.choices[0]?.message.content ?? "";
-    expect(completion.choices[0]?.finish_reason).toBe("stop");
-    expect(text).toMatch(/5/);
-    expect(text).not.toContain("6");
-  });
 
-  it("renders tool role messages in a conversation", async () => {
-    const completion = await client.chat.completions.create({
-      model: MODEL,
-      messages: [
-        { role: "user", content: "What's the weather in Paris?" },
-        { role: "assistant", content: "Let me check." },
-        { role: "tool", content: "Sunny, 24 degrees.", tool_call_id: "call_1" },
-      ],
-      max_tokens: 10,
-    });
-    expect(completion.choices[0]?.message.role).toBe("assistant");
-  });
-});
-
-describe("streamed completions (behaviour 2)", () => {
-  it("sends role chunk, content chunks, a finish chunk, then [DONE], with one id", async () => {
-    const response = await rawPost({
-      model: MODEL,
-      messages: ask("Say hello."),
-      stream: true,
-      max_tokens: 12,
-    });
-    expect(response.status).toBe(200);
-    expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
-    expect(response.headers.get("x-request-id")).toMatch(/^req_/);
-    const text = await response.text();
-    const lines = text.split("\n\n").filter((l) => l.startsWith("data: "));
-    expect(lines.at(-1)).toBe("data: [DONE]");
-    const chunks = lines.slice(0, -1).map((l) => JSON.parse(l.slice(6)));
-    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
-    expect(new Set(chunks.map((c) => c.created)).size).toBe(1);
-    for (const c of chunks) {
-      expect(c.object).toBe("chat.completion.chunk");
-      expect(c.model).toBe(MODEL);
-      expect(c).not.toHaveProperty("usage");
-    }
-    expect(chunks[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
-    const last = chunks.at(-1);
-    expect(last.choices[0].delta).toEqual({});
-    expect(["stop", "length"]).toContain(last.choices[0].finish_reason);
-    for (const c of chunks.slice(0, -1)) expect(c.choices[0].finish_reason).toBeNull();
-    const content = chunks
-      .slice(1, -1)
-      .map((c) => c.choices[0].delta.content)
-      .join("");
-    expect(content.length).toBeGreaterThan(0);
-  });
-
-  it("streams through the SDK with include_usage: usage null on chunks, then a final usage chunk", async () => {
-    const stream = await client.chat.completions.create({
-      model: MODEL,
-      messages: ask("Name a fruit."),
-      stream: true,
-      stream_options: { include_usage: true },
-      max_tokens: 10,
-    });
-    const chunks = [];
-    for await (const chunk of stream) chunks.push(chunk);
-    const final = chunks.at(-1);
-    expect(final?.choices).toEqual([]);
-    expect(final?.usage?.total_tokens).toBe(
-      (final?.usage?.prompt_tokens ?? 0) + (final?.usage?.completion_tokens ?? 0),
-    );
-    for (const c of chunks.slice(0, -1)) expect(c.usage).toBeNull();
-  });
-
-  it("interleaves n choices by index, each ending with its own finish chunk", async () => {
-    const stream = await client.chat.completions.create({
-      model: MODEL,
-      messages: ask("Give me a random word."),
-      stream: true,
-      n: 2,
-      max_tokens: 8,
-    });
-    const finished = new Set<number>();
-    const roles = new Set<number>();
-    for await (const chunk of stream) {
-      for (const choice of chunk.choices) {
-        if (choice.delta.role === "assistant") roles.add(choice.index);
-        if (choice.finish_reason !== null) finished.add(choice.index);
-        else expect(finished.has(choice.index)).toBe(false);
-      }
-    }
-    expect([...roles].sort()).toEqual([0, 1]);
-    expect([...finished].sort()).toEqual([0, 1]);
-  });
-
-  it("streamed stop sequences are never emitted, even split across tokens", async () => {
-    const base = { model: MODEL, messages: ask("Count from 1 to 10, separated by commas."), temperature: 0 };
-    const full = await client.chat.completions.create({ ...base, max_tokens: 60 });
-    const reference = full.choices[0]?.message.content ?? "";
-    const stop = reference.slice(reference.indexOf("4"), reference.indexOf("4") + 4);
-    expect(stop.length).toBe(4);
-    const stream = await client.chat.completions.create({
-      ...base,
-      max_tokens: 60,
-      stream: true,
-      stop: [stop],
-    });
-    let text = "";
-    let reason: string | null = null;
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta.content ?? "";
-      reason = chunk.choices[0]?.finish_reason ?? reason;
-    }
-    expect(reason).toBe("stop");
-    expect(text).toBe(reference.slice(0, reference.indexOf(stop)));
-  });
-
-  it("never splits a UTF-8 character across chunks", async () => {
-    const stream = await client.chat.completions.create({
-      model: MODEL,
-      messages: ask("Repeat exactly: 日本語のテキスト 🎉🎉 café ñandú 😀"),
-      temperature: 0,
-      max_tokens: 40,
-      stream: true,
-    });
-    let text = "";
-    for await (const chunk of stream) {
-      const piece = chunk.choices[0]?.delta.content ?? "";
-      expect(piece).not.toContain("\uFFFD");
-      text += piece;
-    }
-    expect([...text].some((ch) => (ch.codePointAt(0) ?? 0) > 127)).toBe(true);
-  });
-
-  it("serves 8 concurrent streams to completion", async () => {
-    const results = await Promise.all(
-      Array.from({ length: 8 }, async (_, i) => {
-        const stream = await client.chat.completions.create({
+    it("honours max_tokens and max_completion_tokens with finish_reason length", async () => {
+      for (const limit of [{ max_tokens: 5 }, { max_completion_tokens: 5 }]) {
+        const completion = await client.chat.completions.create({
           model: MODEL,
-          messages: ask(`Tell me fact number ${i} about space.`),
-          stream: true,
-          max_tokens: 20,
+          messages: ask("Write a long essay about the history of Rome."),
+          ...limit,
         });
-        let text = "";
-        let reason: string | null = null;
-        for await (const chunk of stream) {
-          text += chunk.choices[0]?.delta.content ?? "";
-          reason = chunk.choices[0]?.finish_reason ?? reason;
+        expect(completion.choices[0]?.finish_reason).toBe("length");
+        expect(completion.usage?.completion_tokens).toBe(5);
+      }
+    });
+
+    it("accepts every sampling field, and the same seed gives the same text", async () => {
+      const params = {
+        model: MODEL,
+        messages: ask("Tell me something about owls."),
+        temperature: 1.3,
+        top_p: 0.9,
+        frequency_penalty: 0.5,
+        presence_penalty: 0.3,
+        seed: 1234,
+        max_tokens: 24,
+      };
+      const [a, b] = await Promise.all([
+        client.chat.completions.create(params),
+        client.chat.completions.create(params),
+      ]);
+      expect(a.choices[0]?.message.content).toBe(b.choices[0]?.message.content);
+      const c = await client.chat.completions.create({ ...params, seed: 4321 });
+      expect(c.choices[0]?.message.content).not.toBe(a.choices[0]?.message.content);
+    });
+
+    it("generates n choices that differ without a seed", async () => {
+      const completion = await client.chat.completions.create({
+        model: MODEL,
+        messages: ask("Suggest a name for a cat."),
+        n: 3,
+        temperature: 1.2,
+        max_tokens: 12,
+      });
+      expect(completion.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+      expect(new Set(completion.choices.map((c) => c.message.content)).size).toBeGreaterThan(1);
+    });
+
+    it("stops before a stop sequence and leaves it out", async () => {
+      const base = {
+        model: MODEL,
+        messages: ask("Count from 1 to 10, separated by commas."),
+        temperature: 0,
+      };
+      const full = await client.chat.completions.create({ ...base, max_tokens: 30 });
+      const { stop, before } = stopIn(full.choices[0]?.message.content ?? "", 1);
+      const completion = await client.chat.completions.create({
+        ...base,
+        stop: [stop, "never-appears"],
+        max_tokens: 30,
+      });
+      const text = completion.choices[0]?.message.content ?? "";
+      expect(completion.choices[0]?.finish_reason).toBe("stop");
+      expect(text).toBe(before);
+      expect(text).not.toContain(stop);
+    });
+
+    it("renders tool role messages in a conversation", async () => {
+      const completion = await client.chat.completions.create({
+        model: MODEL,
+        messages: [
+          { role: "user", content: "What's the weather in Paris?" },
+          { role: "assistant", content: "Let me check." },
+          { role: "tool", content: "Sunny, 24 degrees.", tool_call_id: "call_1" },
+        ],
+        max_tokens: 10,
+      });
+      expect(completion.choices[0]?.message.role).toBe("assistant");
+    });
+  });
+
+  describe("streamed completions (behaviour 2)", () => {
+    it("sends role chunk, content chunks, a finish chunk, then [DONE], with one id", async () => {
+      const response = await rawPost({
+        model: MODEL,
+        messages: ask("Say hello."),
+        stream: true,
+        max_tokens: 12,
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get("content-type")).toMatch(/text\/event-stream/);
+      expect(response.headers.get("x-request-id")).toMatch(/^req_/);
+      const text = await response.text();
+      const lines = text.split("\n\n").filter((l) => l.startsWith("data: "));
+      expect(lines.at(-1)).toBe("data: [DONE]");
+      const chunks = lines.slice(0, -1).map((l) => JSON.parse(l.slice(6)));
+      expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+      expect(new Set(chunks.map((c) => c.created)).size).toBe(1);
+      for (const c of chunks) {
+        expect(c.object).toBe("chat.completion.chunk");
+        expect(c.model).toBe(MODEL);
+        expect(c).not.toHaveProperty("usage");
+      }
+      expect(chunks[0].choices[0].delta).toEqual({ role: "assistant", content: "" });
+      const last = chunks.at(-1);
+      expect(last.choices[0].delta).toEqual({});
+      expect(["stop", "length"]).toContain(last.choices[0].finish_reason);
+      for (const c of chunks.slice(0, -1)) expect(c.choices[0].finish_reason).toBeNull();
+      const content = chunks
+        .slice(1, -1)
+        .map((c) => c.choices[0].delta.content)
+        .join("");
+      expect(content.length).toBeGreaterThan(0);
+    });
+
+    it("streams through the SDK with include_usage: usage null on chunks, then a final usage chunk", async () => {
+      const stream = await client.chat.completions.create({
+        model: MODEL,
+        messages: ask("Name a fruit."),
+        stream: true,
+        stream_options: { include_usage: true },
+        max_tokens: 10,
+      });
+      const chunks = [];
+      for await (const chunk of stream) chunks.push(chunk);
+      const final = chunks.at(-1);
+      expect(final?.choices).toEqual([]);
+      expect(final?.usage?.total_tokens).toBe(
+        (final?.usage?.prompt_tokens ?? 0) + (final?.usage?.completion_tokens ?? 0),
+      );
+      for (const c of chunks.slice(0, -1)) expect(c.usage).toBeNull();
+    });
+
+    it("interleaves n choices by index, each ending with its own finish chunk", async () => {
+      const stream = await client.chat.completions.create({
+        model: MODEL,
+        messages: ask("Give me a random word."),
+        stream: true,
+        n: 2,
+        max_tokens: 8,
+      });
+      const finished = new Set<number>();
+      const roles = new Set<number>();
+      for await (const chunk of stream) {
+        for (const choice of chunk.choices) {
+          if (choice.delta.role === "assistant") roles.add(choice.index);
+          if (choice.finish_reason !== null) finished.add(choice.index);
+          else expect(finished.has(choice.index)).toBe(false);
         }
-        return { text, reason };
-      }),
+      }
+      expect([...roles].sort()).toEqual([0, 1]);
+      expect([...finished].sort()).toEqual([0, 1]);
+    });
+
+    it("streamed stop sequences are never emitted, even split across tokens", async () => {
+      const base = {
+        model: MODEL,
+        messages: ask("Count from 1 to 10, separated by commas."),
+        temperature: 0,
+      };
+      const full = await client.chat.completions.create({ ...base, max_tokens: 60 });
+      const { stop, before } = stopIn(full.choices[0]?.message.content ?? "", 4);
+      const stream = await client.chat.completions.create({
+        ...base,
+        max_tokens: 60,
+        stream: true,
+        stop: [stop],
+      });
+      let text = "";
+      let reason: string | null = null;
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta.content ?? "";
+        reason = chunk.choices[0]?.finish_reason ?? reason;
+      }
+      expect(reason).toBe("stop");
+      expect(text).toBe(before);
+    });
+
+    it("never splits a UTF-8 character across chunks", async () => {
+      const stream = await client.chat.completions.create({
+        model: MODEL,
+        messages: ask("Repeat exactly: 日本語のテキスト 🎉🎉 café ñandú 😀"),
+        temperature: 0,
+        max_tokens: 40,
+        stream: true,
+      });
+      let text = "";
+      for await (const chunk of stream) {
+        const piece = chunk.choices[0]?.delta.content ?? "";
+        expect(piece).not.toContain("\uFFFD");
+        text += piece;
+      }
+      expect([...text].some((ch) => (ch.codePointAt(0) ?? 0) > 127)).toBe(true);
+    });
+
+    it("serves 8 concurrent streams to completion", async () => {
+      const results = await Promise.all(
+        Array.from({ length: 8 }, async (_, i) => {
+          const stream = await client.chat.completions.create({
+            model: MODEL,
+            messages: ask(`Tell me fact number ${i} about space.`),
+            stream: true,
+            max_tokens: 20,
+          });
+          let text = "";
+          let reason: string | null = null;
+          for await (const chunk of stream) {
+            text += chunk.choices[0]?.delta.content ?? "";
+            reason = chunk.choices[0]?.finish_reason ?? reason;
+          }
+          return { text, reason };
+        }),
+      );
+      for (const r of results) {
+        expect(r.text.length).toBeGreaterThan(0);
+        expect(["stop", "length"]).toContain(r.reason);
+      }
+    });
+  });
+
+  describe("POST /tokenize (vLLM's route: what a gateway in front of this server pre-charges)", () => {
+    const weather = {
+      type: "function" as const,
+      function: {
+        name: "get_weather",
+        description: "The weather in a city.",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      },
+    };
+    it.each([
+      ["a plain chat", {}],
+      ["tools", { tools: [weather] }],
+      [
+        "a JSON schema (its instructions are part of the prompt)",
+        {
+          response_format: {
+            type: "json_schema",
+            json_schema: {
+              name: "city",
+              schema: { type: "object", properties: { name: { type: "string" } } },
+            },
+          },
+        },
+      ],
+    ])("counts exactly the prompt tokens the completion reports: %s", async (_, extra) => {
+      const body = {
+        model: MODEL,
+        messages: [
+          { role: "system", content: "You are a helpful assistant." },
+          { role: "user", content: "What is the capital of France?" },
+        ],
+        max_tokens: 1,
+        temperature: 0,
+        ...extra,
+      };
+      const counted = await fetch(`${server.url}/tokenize`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      expect(counted.status).toBe(200);
+      const { count, max_model_len } = (await counted.json()) as { count: number; max_model_len: number };
+      const completion = (await (await rawPost(body)).json()) as { usage: { prompt_tokens: number } };
+      expect(count).toBe(completion.usage.prompt_tokens);
+      expect(count).toBeGreaterThan(10);
+      const model = (await client.models.retrieve(MODEL)) as unknown as { context_length: number };
+      expect(max_model_len).toBe(model.context_length);
+    });
+  });
+
+  it("400 context_length_exceeded when prompt + max_tokens exceed the context", async () => {
+    await expectError(
+      client.chat.completions.create({ model: MODEL, messages: ask("hi"), max_tokens: 100_000 }),
+      400,
+      "context_length_exceeded",
+      "messages",
     );
-    for (const r of results) {
-      expect(r.text.length).toBeGreaterThan(0);
-      expect(["stop", "length"]).toContain(r.reason);
-    }
   });
 });
 
@@ -321,15 +429,6 @@ describe("errors", () => {
     }
   });
 
-  it("400 context_length_exceeded when prompt + max_tokens exceed the context", async () => {
-    await expectError(
-      client.chat.completions.create({ model: MODEL, messages: ask("hi"), max_tokens: 100_000 }),
-      400,
-      "context_length_exceeded",
-      "messages",
-    );
-  });
-
   it("400 for malformed JSON, a non-object body and unknown fields; 413 for a huge body; 404 JSON for unknown routes", async () => {
     const malformed = await rawPost("{not json");
     expect(malformed.status).toBe(400);
@@ -354,9 +453,9 @@ describe("errors", () => {
 describe("models and health", () => {
   it("lists the granted models and retrieves one", async () => {
     const models = await client.models.list();
-    expect(models.data.map((m) => m.id)).toEqual([MODEL]);
-    const model = await client.models.retrieve(MODEL);
-    expect(model.id).toBe(MODEL);
+    const ids = MODEL_FAMILIES.map((family) => family.model.id);
+    expect(models.data.map((m) => m.id)).toEqual(ids);
+    for (const id of ids) expect((await client.models.retrieve(id)).id).toBe(id);
   });
 
   it("reports health", async () => {
@@ -368,52 +467,5 @@ describe("models and health", () => {
     const logs = server.output().replace(server.apiKey, "");
     expect(logs).not.toContain(server.apiKey);
     expect(logs).not.toContain(server.apiKey.slice(3, 30));
-  });
-});
-
-describe("POST /tokenize (vLLM's route: what a gateway in front of this server pre-charges)", () => {
-  const weather = {
-    type: "function" as const,
-    function: {
-      name: "get_weather",
-      description: "The weather in a city.",
-      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
-    },
-  };
-  it.each([
-    ["a plain chat", {}],
-    ["tools", { tools: [weather] }],
-    [
-      "a JSON schema (its instructions are part of the prompt)",
-      {
-        response_format: {
-          type: "json_schema",
-          json_schema: { name: "city", schema: { type: "object", properties: { name: { type: "string" } } } },
-        },
-      },
-    ],
-  ])("counts exactly the prompt tokens the completion reports: %s", async (_, extra) => {
-    const body = {
-      model: MODEL,
-      messages: [
-        { role: "system", content: "You are a helpful assistant." },
-        { role: "user", content: "What is the capital of France?" },
-      ],
-      max_tokens: 1,
-      temperature: 0,
-      ...extra,
-    };
-    const counted = await fetch(`${server.url}/tokenize`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    });
-    expect(counted.status).toBe(200);
-    const { count, max_model_len } = (await counted.json()) as { count: number; max_model_len: number };
-    const completion = (await (await rawPost(body)).json()) as { usage: { prompt_tokens: number } };
-    expect(count).toBe(completion.usage.prompt_tokens);
-    expect(count).toBeGreaterThan(10);
-    const model = (await client.models.retrieve(MODEL)) as unknown as { context_length: number };
-    expect(max_model_len).toBe(model.context_length);
   });
 });

@@ -6,7 +6,7 @@ import {
   type LlamaModel,
   readGgufFileInfo,
 } from "node-llama-cpp";
-import { createPromptRenderer, type PromptRendererOptions } from "../../chat/template.js";
+import { createPromptRenderer } from "../../chat/template.js";
 import type { TemplateThread } from "../../chat/template-thread.js";
 import { detectCapabilities } from "../../chat/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
@@ -14,18 +14,7 @@ import type { MemoryEstimate } from "../types.js";
 import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.js";
 import { overrideDecodeThreads } from "./llama-internals.js";
 import { ModelRunner } from "./model-runner.js";
-
-/** ChatML, for a GGUF without a chat template (the format most small instruct models use). */
-const FALLBACK_TEMPLATE =
-  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/** Texts of the vocabulary's control and user-defined tokens (GGUF token types 3 and 4). */
-function controlTokenTexts(model: LlamaModel): string[] {
-  const ggml = model.fileInfo.metadata.tokenizer?.ggml;
-  const tokens: readonly string[] = ggml?.tokens ?? [];
-  const types: readonly number[] = ggml?.token_type ?? [];
-  return tokens.filter((_, i) => types[i] === 3 || types[i] === 4);
-}
+import { rendererOptionsFor } from "./model-template.js";
 
 export interface LoadedModel {
   config: ModelConfig;
@@ -80,16 +69,10 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
       },
     });
     overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
-    const metadata = model.fileInfo.metadata.tokenizer;
-    const template = metadata?.chat_template ?? FALLBACK_TEMPLATE;
-    const rendererOptions: PromptRendererOptions = {
-      template,
-      bosToken: model.tokens.bosString ?? "",
-      eosToken: model.tokens.eosString ?? "",
-      specialTokens: controlTokenTexts(model),
-    };
+    // A GGUF without a template gets the built-in one of its vocabulary's turn format (model-template.ts).
+    const rendererOptions = rendererOptionsFor(model);
     const renderer = options.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
-    const capabilities = detectCapabilities(template);
+    const capabilities = detectCapabilities(rendererOptions.template);
     const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
     return { config, model, context, runner };
   } catch (err) {

@@ -97,7 +97,7 @@ export class RequestPreparer {
     for (const segment of segments) {
       for (const t of model.tokenize(segment.text, segment.special)) tokens.push(t);
     }
-    return { tokens, plan };
+    return { tokens: withBos(model, tokens), plan };
   }
 
   private checkPromptChars(chars: number): void {
@@ -105,6 +105,16 @@ export class RequestPreparer {
       throw new PromptTooLongError(this.options.contextSize, chars, this.maxPromptChars);
     }
   }
+}
+
+/**
+ * The prompt with the BOS token first when the vocabulary asks for one (GGUF `tokenizer.ggml.add_bos_token`, e.g.
+ * Gemma) and the template did not write it, as llama.cpp tokenizes a prompt; never a second one.
+ */
+export function withBos(model: Pick<LlamaModel, "tokens">, tokens: Token[]): Token[] {
+  const bos = model.tokens.bos;
+  if (!model.tokens.shouldPrependBosToken || bos === null || tokens[0] === bos) return tokens;
+  return [bos, ...tokens];
 }
 
 /** Every biased token must be in the vocabulary (the API checked the ids' form and the values' range). */
