@@ -203,7 +203,7 @@ export const ConfirmTrigger: FC<{
   dialog: string;
   post: string;
   subject: string;
-  label: string;
+  label: Child;
 }> = (props) => {
   const url = new URL(props.href, "http://x");
   return (
@@ -227,10 +227,19 @@ export const ConfirmTrigger: FC<{
 /** The <dialog> a ConfirmTrigger opens; `children` explain the consequence, `slot` elements show the subject. */
 export const ConfirmDialog: FC<
   PropsWithChildren<{ id: string; auth: DashboardAuth; title: string; confirm: string }>
-> = ({ id, auth, title, confirm, children }) => (
+> = ({ auth, children, ...dialog }) => (
+  <ConfirmDialogOf {...dialog} fields={<FormFields auth={auth} />}>
+    {children}
+  </ConfirmDialogOf>
+);
+
+/** A ConfirmDialog whose form carries `fields` (the operator view's forms carry their own CSRF token). */
+export const ConfirmDialogOf: FC<
+  PropsWithChildren<{ id: string; title: string; confirm: string; fields: Child }>
+> = ({ id, title, confirm, fields, children }) => (
   <dialog id={id} aria-labelledby={`${id}-title`}>
     <form method="post" action="" data-dialog-form>
-      <FormFields auth={auth} />
+      {fields}
       <h2 id={`${id}-title`}>{title}</h2>
       {children}
       <div class="actions">
@@ -258,21 +267,43 @@ export function confirmPage(
   return renderPage(
     c,
     { title: page.title, active: page.active },
-    <section class="card narrow">
-      <h1>{page.title}</h1>
-      <p>{page.question}</p>
+    <ConfirmCard
+      {...page}
+      action={`${auth.base}${page.action}`}
+      cancel={link(auth, page.cancel)}
+      fields={<FormFields auth={auth} />}
+    >
       {consequence}
-      <PostForm auth={auth} action={page.action}>
-        <div class="actions">
-          <button type="submit" class="danger">
-            {page.confirm}
-          </button>
-          <a href={link(auth, page.cancel)}>Cancel</a>
-        </div>
-      </PostForm>
-    </section>,
+    </ConfirmCard>,
   );
 }
+
+/** The body of a confirmation page: a POST form to the URL `action` with `fields`, and a link back to `cancel`. */
+export const ConfirmCard: FC<
+  PropsWithChildren<{
+    title: string;
+    question: Child;
+    action: string;
+    confirm: string;
+    cancel: string;
+    fields: Child;
+  }>
+> = (page) => (
+  <section class="card narrow">
+    <h1>{page.title}</h1>
+    <p>{page.question}</p>
+    {page.children}
+    <form method="post" action={page.action}>
+      {page.fields}
+      <div class="actions">
+        <button type="submit" class="danger">
+          {page.confirm}
+        </button>
+        <a href={page.cancel}>Cancel</a>
+      </div>
+    </form>
+  </section>
+);
 
 /** A labelled input with an optional hint below it. */
 export const TextField: FC<{

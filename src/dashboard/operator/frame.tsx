@@ -4,7 +4,7 @@ import type { Context } from "hono";
 import type { Child, FC, PropsWithChildren } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CSRF_FIELD } from "../csrf.js";
-import { Notice, renderPage } from "../layout.js";
+import { ConfirmCard, ConfirmDialogOf, Notice, renderPage } from "../layout.js";
 import type { DashboardEnv } from "../session.js";
 
 /** What the frame needs of an operator session (operator-session.ts OperatorAuth). */
@@ -22,6 +22,42 @@ export const OperatorForm: FC<
     {children}
   </form>
 );
+
+/** The <dialog> a ConfirmTrigger opens in the operator view (layout.tsx ConfirmDialog, with this session's token). */
+export const OperatorConfirmDialog: FC<
+  PropsWithChildren<{ id: string; auth: OperatorFrameAuth; title: string; confirm: string }>
+> = ({ auth, children, ...dialog }) => (
+  <ConfirmDialogOf {...dialog} fields={<input type="hidden" name={CSRF_FIELD} value={auth.csrfToken} />}>
+    {children}
+  </ConfirmDialogOf>
+);
+
+/** The no-JS confirmation page of an operator ConfirmTrigger: a POST form to `<base>/operator<action>`. */
+export function operatorConfirmPage(
+  c: Context<DashboardEnv>,
+  auth: OperatorFrameAuth,
+  page: {
+    title: string;
+    question: Child;
+    action: string;
+    confirm: string;
+    cancel: string;
+  },
+  consequence: Child,
+): Promise<Response> {
+  return operatorPage(
+    c,
+    { title: page.title, auth },
+    <ConfirmCard
+      {...page}
+      action={`${auth.base}/operator${page.action}`}
+      cancel={`${auth.base}/operator${page.cancel}`}
+      fields={<input type="hidden" name={CSRF_FIELD} value={auth.csrfToken} />}
+    >
+      {consequence}
+    </ConfirmCard>,
+  );
+}
 
 /** An operator page: the heading bar with sign-out (when signed in), then `body`. */
 export function operatorPage(
