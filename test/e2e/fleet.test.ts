@@ -1,6 +1,7 @@
 // A real fleet: two `hearth serve` workers behind a `hearth serve` gateway whose only model is upstream. The API
 // through the gateway, then faults caused for real: kill -9 under load, a restart on the same port, SIGSTOP, a
 // client abort, and both workers down.
+import { randomUUID } from "node:crypto";
 import type OpenAI from "openai";
 import { APIError } from "openai";
 import type { ChatCompletionCreateParamsStreaming } from "openai/resources/chat/completions";
@@ -238,6 +239,9 @@ describe("chat completions through the fleet", () => {
       top_logprobs: 3,
       // A bias the worker validates against its vocabulary: id 0 is <|endoftext|> on the default model.
       logit_bias: { "0": -1 },
+      // A new salt: both requests evaluate the whole prompt cold, in one batch. A prompt partly served from cache
+      // is computed in other batch shapes, and its logprobs differ in the second decimal.
+      cache_salt: `logprobs-${randomUUID()}`,
     };
     const relayed = await client.chat.completions.create({ ...asked, model: FLEET_MODEL });
     const direct = await openaiClient(workers[0] as ServerProcess).chat.completions.create({
