@@ -1,19 +1,14 @@
-// logprobs, top_logprobs and logit_bias on the real default model, checked against the model's raw logits: the
+// logprobs, top_logprobs and logit_bias on both real model families, checked against the model's raw logits: the
 // same prompt is evaluated through node-llama-cpp directly and log-softmax is computed here, in float64.
 import { getLlama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config/load.js";
+import type { ModelConfig } from "../../src/config/schema.js";
 import { UnknownTokenError } from "../../src/engine/errors.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { LlamaPreparedRequest } from "../../src/engine/llama/prepared-request.js";
 import type { GenerationRequest, SamplingParams, TokenLogprob } from "../../src/engine/types.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
 import { generationRequest, greedySampling } from "../support/generation-request.js";
-
-const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
-const base = config.models[0];
-if (base === undefined) throw new Error("no default model");
-const model = { ...base, parallel: 2, contextSize: 512 };
+import { GEMMA_MODEL, pullModel, SMOLLM2_MODEL } from "../support/models.js";
 
 /**
  * The engine's probabilities are float32 (a softmax over the vocabulary in the addon); the reference is float64.
@@ -22,26 +17,32 @@ const model = { ...base, parallel: 2, contextSize: 512 };
  */
 const TOLERANCE = 2e-3;
 
+/** The model under test (one describe block at a time): Hearth's engine on it, and node-llama-cpp's own. */
+let model: ModelConfig;
 let engine: LlamaEngine;
 let reference: LlamaModel;
 let context: LlamaContext;
 let vocabularySize: number;
 
-beforeAll(async () => {
-  const path = await ensureModelFile(model, { modelsDir: config.modelsDir });
-  engine = new LlamaEngine({ models: [model], resolveModelPath: async () => path });
-  await engine.start();
-  const llama = await getLlama({ gpu: false });
-  reference = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-  context = await reference.createContext({ contextSize: 512, sequences: 1 });
-  vocabularySize = reference.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
-});
+/** Loads `config` twice: in Hearth's engine and as the reference (the blocks run one after another). */
+function useModel(config: ModelConfig) {
+  beforeAll(async () => {
+    model = { ...config, parallel: 2, contextSize: 512 };
+    const path = await pullModel(config);
+    engine = new LlamaEngine({ models: [model], resolveModelPath: async () => path });
+    await engine.start();
+    const llama = await getLlama({ gpu: false });
+    reference = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
+    context = await reference.createContext({ contextSize: 512, sequences: 1 });
+    vocabularySize = reference.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
+  });
 
-afterAll(async () => {
-  await context?.dispose();
-  await reference?.dispose();
-  await engine?.dispose();
-});
+  afterAll(async () => {
+    await context?.dispose();
+    await reference?.dispose();
+    await engine?.dispose();
+  });
+}
 
 const PROMPT = "Name three colours of the rainbow.";
 
@@ -119,6 +120,19 @@ async function referenceLogprobs(
   }
 }
 
+/** The `k` most likely tokens of a position, highest first, as [token, logprob] (one pass: no sort of the vocabulary). */
+function mostLikely(logprobs: Float64Array, k: number): [Token, number][] {
+  const top: [Token, number][] = [];
+  logprobs.forEach((logprob, token) => {
+    if (top.length === k && logprob <= (top[k - 1]?.[1] as number)) return;
+    let at = top.findIndex(([, value]) => logprob > value);
+    if (at < 0) at = top.length;
+    top.splice(at, 0, [token as Token, logprob]);
+    if (top.length > k) top.pop();
+  });
+  return top;
+}
+
 /** The generated tokens, recovered from the content (plain text at temperature 0: no stop, no structure). */
 function generatedTokens(result: Run): Token[] {
   const tokens = result.logprobs.map((entry) => {
@@ -130,7 +144,12 @@ function generatedTokens(result: Run): Token[] {
   return tokens.map((t) => t[0] as Token);
 }
 
-describe("logprobs against the raw logits", () => {
+describe.each([
+  { config: SMOLLM2_MODEL, vocabulary: 49_152 },
+  { config: GEMMA_MODEL, vocabulary: 262_144 },
+])("logprobs against the raw logits: $config.id", ({ config, vocabulary }) => {
+  useModel(config);
+
   it("at temperature 0 equal log-softmax of the raw logits, with the chosen token the most likely", async () => {
     const result = await run(request({ logprobs: 5 }));
     expect(result.logprobs.length).toBe(result.completionTokens);
@@ -151,7 +170,7 @@ describe("logprobs against the raw logits", () => {
         );
       }
       // The alternatives are the reference's five most likely tokens, with its values.
-      const top5 = [...ref.logprobs.entries()].sort((a, b) => b[1] - a[1]).slice(0, 5);
+      const top5 = mostLikely(ref.logprobs, 5);
       entry.topLogprobs.forEach((alt, k) => {
         const [token, logprob] = top5[k] as [Token, number];
         expect(Math.abs(alt.logprob - logprob)).toBeLessThan(TOLERANCE);
@@ -225,7 +244,7 @@ describe("logprobs against the raw logits", () => {
   });
 
   it("a token id outside the vocabulary is refused before anything is queued", async () => {
-    expect(vocabularySize).toBe(49152);
+    expect(vocabularySize).toBe(vocabulary);
     await expect(
       engine.prepare(request({ logitBias: new Map([[vocabularySize, 5]]) })),
     ).rejects.toBeInstanceOf(UnknownTokenError);
@@ -236,6 +255,8 @@ describe("logprobs against the raw logits", () => {
 });
 
 describe("which tokens are reported", () => {
+  useModel(SMOLLM2_MODEL);
+
   it("no logprobs without the option; content tokens only with a stop string", async () => {
     const plain = await run(request({ maxTokens: 8 }));
     expect(plain.logprobs).toEqual([]);
