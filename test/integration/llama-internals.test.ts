@@ -10,6 +10,7 @@ import {
   TokenBias,
 } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { usableCores } from "../../src/engine/llama/cpu.js";
 import {
   copySequenceState,
   findBiasMap,
@@ -40,7 +41,12 @@ function gone(internal: LlamaInternal, consequence: string): string {
 
 beforeAll(async () => {
   ({ llama, model } = await loadDefaultModel());
-  context = await model.createContext({ sequences: 2, contextSize: 512, flashAttention: true });
+  context = await model.createContext({
+    sequences: 2,
+    contextSize: 512,
+    flashAttention: true,
+    threads: usableCores(),
+  });
 });
 
 afterAll(async () => {
@@ -123,7 +129,12 @@ describe("node-llama-cpp private members used by the engine", () => {
       "setThreads",
       "every decode uses the configured threads (a one-stream decode is slower)",
     );
-    const own = await model.createContext({ sequences: 1, contextSize: 256, flashAttention: true });
+    const own = await model.createContext({
+      sequences: 1,
+      contextSize: 256,
+      flashAttention: true,
+      threads: usableCores(),
+    });
     try {
       const requested: number[] = [];
       const installed = overrideDecodeThreads(own, (threads) => {
@@ -167,7 +178,12 @@ describe("node-llama-cpp private members used by the engine", () => {
 
   it(`${LLAMA_INTERNALS.nativeCalls}: the step profile times each decode and sampling`, async () => {
     const message = gone("nativeCalls", "bench/step-profile.ts cannot time the addon's calls");
-    const own = await model.createContext({ sequences: 1, contextSize: 256, flashAttention: true });
+    const own = await model.createContext({
+      sequences: 1,
+      contextSize: 256,
+      flashAttention: true,
+      threads: usableCores(),
+    });
     try {
       const calls: NativeCall[] = [];
       expect(

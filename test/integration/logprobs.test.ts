@@ -4,6 +4,7 @@ import { getLlama, type LlamaContext, type LlamaModel, type Token } from "node-l
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelConfig } from "../../src/config/schema.js";
 import { UnknownTokenError } from "../../src/engine/errors.js";
+import { usableCores } from "../../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { LlamaPreparedRequest } from "../../src/engine/llama/prepared-request.js";
 import type { GenerationRequest, SamplingParams, TokenLogprob } from "../../src/engine/types.js";
@@ -33,7 +34,7 @@ function useModel(config: ModelConfig) {
     await engine.start();
     const llama = await getLlama({ gpu: false });
     reference = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
-    context = await reference.createContext({ contextSize: 512, sequences: 1 });
+    context = await reference.createContext({ contextSize: 512, sequences: 1, threads: usableCores() });
     vocabularySize = reference.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;
   });
 

@@ -13,6 +13,7 @@ import type {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sequenceOrderStrategy } from "../../src/engine/llama/batching.js";
 import type { ChoiceStream } from "../../src/engine/llama/choice-stream.js";
+import { usableCores } from "../../src/engine/llama/cpu.js";
 import { unboundedTopK } from "../../src/engine/llama/llama-internals.js";
 import { OutputControl } from "../../src/engine/llama/output-control.js";
 import { evaluateOptions, lazyEogTokens } from "../../src/engine/llama/sampling-options.js";
@@ -39,6 +40,7 @@ beforeAll(async () => {
     sequences: SEQUENCES + 1,
     contextSize: (SEQUENCES + 1) * 64,
     flashAttention: true,
+    threads: usableCores(),
     // As the engine builds its batches: the engine's evaluation priorities are sequence ids.
     batching: { itemPrioritizationStrategy: sequenceOrderStrategy },
   });
