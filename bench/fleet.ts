@@ -30,8 +30,8 @@ const FLEET_MODEL = "fleet-bench";
 
 interface Fleet {
   workers: ServerProcess[];
-  /** bench/pass-through-proxy.ts in front of the first worker: the added latency of a hop with no logic. */
-  proxyUrl: string;
+  /** bench/pass-through-proxy.ts in front of each worker: the added latency of a hop with no logic. */
+  proxyUrls: string[];
   /** On the embedded store (PGlite), as `npm start` runs. */
   gateway: ServerProcess;
   /** The same gateway on PostgreSQL, as a fleet's replicas run (docs/fleet.md); absent without a server. */
@@ -70,19 +70,24 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
       "",
     ].join("\n"),
   );
-  const proxy = spawn(
-    process.execPath,
-    [
-      ...process.execArgv,
-      join(import.meta.dirname, "pass-through-proxy.ts"),
-      (workers[0] as ServerProcess).url,
-    ],
-    { stdio: ["ignore", "pipe", "inherit"] },
+  const proxies = workers.map((worker) =>
+    spawn(
+      process.execPath,
+      [...process.execArgv, join(import.meta.dirname, "pass-through-proxy.ts"), worker.url],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    ),
   );
-  const proxyUrl = await new Promise<string>((resolve, reject) => {
-    proxy.stdout?.once("data", (data: Buffer) => resolve(data.toString().trim()));
-    proxy.once("exit", (code) => reject(new Error(`the pass-through proxy exited (${code})`)));
-  });
+  const proxyUrls = await Promise.all(
+    proxies.map(
+      (proxy) =>
+        new Promise<string>((resolve, reject) => {
+          proxy.stdout?.once("data", (data: Buffer) => resolve(data.toString().trim()));
+          proxy.once("exit", (code) => reject(new Error(`the pass-through proxy exited (${code})`)));
+        }),
+    ),
+  );
   const env = Object.fromEntries(workers.map((w, i) => [`WORKER${i}_KEY`, w.apiKey]));
   const gateway = await startServerProcess({ env, args: ["--config", config] });
   const database: Backend | undefined = await postgresBackend().catch(() => undefined);
@@ -95,11 +100,11 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
         });
   return {
     workers,
-    proxyUrl,
+    proxyUrls,
     gateway,
     gatewayOnPostgres,
     async stop() {
-      proxy.kill();
+      for (const proxy of proxies) proxy.kill();
       await gateway.stop();
       await gatewayOnPostgres?.stop();
       await database?.cleanup();
@@ -163,13 +168,15 @@ async function addedLatency(fleet: Fleet, model: string, count: number): Promise
   const added50: number[] = [];
   for (const stream of [true, false]) {
     const direct = fleet.workers.map((): number[] => []);
-    const proxied: number[] = [];
+    const proxied = fleet.workers.map((): number[] => []);
     const via = gateways.map((): number[] => []);
     for (let i = 0; i < count; i++) {
       for (const [w, worker] of fleet.workers.entries()) {
         direct[w]?.push(await timed(worker.url, worker.apiKey, model, stream));
       }
-      proxied.push(await timed(fleet.proxyUrl, (fleet.workers[0] as ServerProcess).apiKey, model, stream));
+      for (const [w, worker] of fleet.workers.entries()) {
+        proxied[w]?.push(await timed(fleet.proxyUrls[w] as string, worker.apiKey, model, stream));
+      }
       for (const [g, [, gateway]] of gateways.entries()) {
         via[g]?.push(await timed(gateway.url, gateway.apiKey, FLEET_MODEL, stream));
       }
@@ -182,7 +189,9 @@ async function addedLatency(fleet: Fleet, model: string, count: number): Promise
       );
       return added(50);
     };
-    row("a pass-through proxy (no logic), worker 1", direct[0] ?? [], proxied);
+    for (const w of fleet.workers.keys()) {
+      row(`a pass-through proxy (no logic) to worker ${w + 1}`, direct[w] ?? [], proxied[w] ?? []);
+    }
     for (const [g, [store]] of gateways.entries()) {
       const worker = routedTo[g] ?? 0;
       const added = row(
@@ -195,7 +204,7 @@ async function addedLatency(fleet: Fleet, model: string, count: number): Promise
   }
   return [
     `Added latency: ${count} one-token requests each way and kind, alternating each worker directly, the ` +
-      "pass-through proxy and each gateway, sequential; ms from send to the whole response (streamed: to [DONE]). " +
+      "pass-through proxy in front of each worker and each gateway, sequential; ms from send to the whole response (streamed: to [DONE]). " +
       "Each is compared with the worker it reaches, called directly.",
     "",
     "| requests | through | worker directly p50 / p99 | through it p50 / p99 | added p50 / p99 |",
