@@ -158,6 +158,29 @@ describe("llama engine on the real model", () => {
     expect(tokens / decodes).toBeGreaterThan(3.8);
   });
 
+  it("samples the first token in the decode that evaluates the rest of the prompt (n = 1)", async () => {
+    const decodesOf = async (n: number, scope: string) => {
+      const before = runner.stats.decodes;
+      const result = await collect(
+        await generate(
+          engine,
+          request("Tell me about the moon.", {
+            n,
+            cacheScope: scope,
+            sampling: sampling({ maxTokens: 5, ignoreEos: true }),
+          }),
+        ),
+      );
+      expect(result.usage.cachedTokens).toBe(0);
+      expect(result.usage.completionTokens).toBe(5 * n);
+      return runner.stats.decodes - before;
+    };
+    // The whole uncached prompt and the first token in one decode, then one decode per further token.
+    expect(await decodesOf(1, "first-token-1")).toBe(5);
+    // n > 1 evaluates the prompt up to its last token first, to copy it into the other sequences.
+    expect(await decodesOf(2, "first-token-2")).toBe(6);
+  });
+
   it("gives identical text for the same seed and different text for different seeds", async () => {
     const hot = (seed: number) =>
       request("Write a short poem about the sea.", {

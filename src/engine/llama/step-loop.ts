@@ -115,6 +115,18 @@ export class StepLoop {
       const primary = pool.slot(lease.primary);
       if (!job.prepared) await this.preparePrimary(job, primary, lease);
       const end = job.prompt.length - 1;
+      // The rest of the prompt fits this step: it goes into the generator's first evaluation, so the first token
+      // is sampled in this same decode (one step sooner). A job of n > 1 evaluates up to its last token first and
+      // copies that into its other sequences.
+      const rest = job.prompt.length - job.prefillPos;
+      if (job.prefillPos < end && lease.others.length === 0 && rest <= budget) {
+        budget -= rest;
+        await this.startChoices(job, primary, lease, job.prefillPos);
+        job.prefillPos = end;
+        promptWork = true;
+        for (const choice of job.choices) work.push(decodeWork(job, choice));
+        continue;
+      }
       if (job.prefillPos < end && budget > 0) {
         const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
         budget -= chunk.length;
@@ -131,7 +143,7 @@ export class StepLoop {
         continue;
       }
       if (job.prefillPos < end) continue;
-      await this.startChoices(job, primary, lease);
+      await this.startChoices(job, primary, lease, end);
       promptWork = true;
       for (const choice of job.choices) work.push(decodeWork(job, choice));
     }
@@ -202,11 +214,15 @@ export class StepLoop {
     job.prepared = true;
   }
 
-  /** Prompt evaluated up to its last token: copy it into the other leased sequences and create the generators. */
+  /**
+   * Prompt evaluated up to `from`: copy it into the other leased sequences (n > 1: `from` is the last token) and
+   * create the generators, whose first evaluation is the prompt's tokens from `from` on.
+   */
   private async startChoices(
     job: Job,
     primary: Slot<LlamaContextSequence>,
     lease: SlotChoice,
+    from: number,
   ): Promise<void> {
     const upTo = job.prompt.length - 1;
     const slots = [primary, ...lease.others.map((id) => this.options.pool.slot(id))];
@@ -219,7 +235,7 @@ export class StepLoop {
         if (upTo > 0) await slot.sequence.evaluateWithoutGeneratingNewTokens(job.prompt.slice(0, upTo));
       }
     }
-    const lastToken = job.prompt[upTo] as Token;
+    const first = job.prompt.slice(from);
     const { sampling } = job.request;
     const prepared = job.output;
     const metadata = logprobMetadata(sampling);
@@ -242,7 +258,7 @@ export class StepLoop {
         ...(logprobs === undefined ? {} : { logprobs }),
       });
       const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id);
-      const generator: TokenGenerator = slot.sequence.evaluateWithMetadata([lastToken], metadata, options);
+      const generator: TokenGenerator = slot.sequence.evaluateWithMetadata(first, metadata, options);
       return { sequenceId: slot.id, generator, stream };
     });
     job.state = "decode";
