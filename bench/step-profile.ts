@@ -2,6 +2,8 @@
 // at a time, 128 tokens per request; each addon decode and sampling call timed (traceNativeCalls), and the main
 // thread's share between them. `node --import tsx bench/step-profile.ts` prints the table for temperature 0 (an
 // argmax) and 1 (a draw); BENCH_PROFILE_TOPK0=1 samples as before issue 13 (a top-k over the whole vocabulary).
+// A second table takes C streams at once (BENCH_PROFILE_LEVELS, default 4,16): each llama_decode's time, the main
+// thread's gap between decodes, and the time lost to decodes slower than the median (the two-thread tail).
 import { cpus } from "node:os";
 import { loadConfig } from "../src/config/load.js";
 import { generate } from "../src/engine/generate.js";
@@ -69,6 +71,38 @@ async function profile(engine: LlamaEngine, model: string, calls: NativeCall[], 
   return { phases, tokensPerSecond: tokens / seconds };
 }
 
+/** C requests at once, greedy: per llama_decode, its time and the gap before the next one. */
+async function concurrent(engine: LlamaEngine, model: string, calls: NativeCall[], streams: number) {
+  const run = async (i: number) => {
+    const generation = await generate(
+      engine,
+      generationRequest(model, {
+        messages: [{ role: "user", content: PROMPTS[i % PROMPTS.length] as string }],
+        sampling: greedySampling({ maxTokens: MAX_TOKENS, ignoreEos: true }),
+        cacheScope: "profile",
+      }),
+    );
+    for await (const _ of generation.events);
+  };
+  const batch = (offset: number) => Promise.all(Array.from({ length: streams }, (_, i) => run(offset + i)));
+  await batch(0);
+  calls.length = 0;
+  const started = performance.now();
+  await batch(1);
+  const wall = performance.now() - started;
+  const decodes = calls.filter((call) => call.kind === "decode");
+  const times = decodes.map((call) => call.end - call.start);
+  const gaps = decodes.slice(1).map((call, i) => call.start - (decodes[i] as NativeCall).end);
+  const median = percentile(times, 50);
+  const tail = times.reduce((sum, t) => sum + Math.max(0, t - median), 0);
+  const cell = (values: number[]) =>
+    `${percentile(values, 50).toFixed(2)} / ${percentile(values, 95).toFixed(2)}`;
+  return (
+    `| ${streams} | ${((streams * MAX_TOKENS) / (wall / 1000)).toFixed(1)} | ${decodes.length} | ${cell(times)} | ` +
+    `${cell(gaps)} | ${((100 * tail) / wall).toFixed(0)} % |`
+  );
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const base = config.models[0];
@@ -97,6 +131,21 @@ async function main(): Promise<void> {
       const cell = (p: Phase) =>
         `${percentile(p.samples, 50).toFixed(2)} / ${percentile(p.samples, 95).toFixed(2)}`;
       lines.push(`| ${temperature} | ${tokensPerSecond.toFixed(1)} | ${phases.map(cell).join(" | ")} |`);
+    }
+    const levels = (process.env.BENCH_PROFILE_LEVELS ?? "4,16")
+      .split(",")
+      .map(Number)
+      .filter((n) => n > 0);
+    if (levels.length > 0) {
+      lines.push(
+        "",
+        `C streams at once, ${MAX_TOKENS} tokens each, greedy; ms per llama_decode, p50 / p95; "tail": the wall ` +
+          "time spent in decodes beyond the median decode.",
+        "",
+        "| streams | tok/s | decodes | decode | gap between decodes | tail |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+      );
+      for (const streams of levels) lines.push(await concurrent(engine, model.id, calls, streams));
     }
     process.stdout.write(`${lines.join("\n")}\n`);
   } finally {
