@@ -391,7 +391,8 @@ describe("account", () => {
 
 describe("security headers", () => {
   const CSP =
-    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; " +
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self'; " +
+    "form-action 'self'; " +
     "frame-ancestors 'none'; base-uri 'none'";
 
   it("sends the same policy on pages, redirects and assets; pages are never cached", async () => {

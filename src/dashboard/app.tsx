@@ -80,6 +80,8 @@ const SECURITY_HEADERS = secureHeaders({
     styleSrc: ["'self'"],
     scriptSrc: ["'self'"],
     imgSrc: ["'self'"],
+    // The operator's models page fetches itself again while a model loads (assets.ts).
+    connectSrc: ["'self'"],
     formAction: ["'self'"],
     frameAncestors: ["'none'"],
     baseUri: ["'none'"],

@@ -98,25 +98,71 @@ document.addEventListener("DOMContentLoaded", function () {
   document.querySelectorAll("[data-select]").forEach(function (field) {
     field.addEventListener("focus", function () { field.select(); });
   });
-  document.querySelectorAll("form[data-dialog]").forEach(function (trigger) {
-    var dialog = document.getElementById(trigger.getAttribute("data-dialog"));
-    if (!dialog || typeof dialog.showModal !== "function") return;
-    trigger.addEventListener("submit", function (event) {
-      event.preventDefault();
-      var form = dialog.querySelector("form[data-dialog-form]");
-      var post = trigger.getAttribute("data-post");
-      if (form && post) form.setAttribute("action", post);
-      var subject = trigger.getAttribute("data-subject") || "";
-      dialog.querySelectorAll("[data-subject-slot]").forEach(function (slot) { slot.textContent = subject; });
-      dialog.returnFocusTo = trigger.querySelector("button");
-      dialog.showModal();
+  // A form that asks in a dialog first (its own confirmation page without the script).
+  var bindConfirmTriggers = function (root) {
+    root.querySelectorAll("form[data-dialog]").forEach(function (trigger) {
+      var dialog = document.getElementById(trigger.getAttribute("data-dialog"));
+      if (!dialog || typeof dialog.showModal !== "function") return;
+      trigger.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var form = dialog.querySelector("form[data-dialog-form]");
+        var post = trigger.getAttribute("data-post");
+        if (form && post) form.setAttribute("action", post);
+        var subject = trigger.getAttribute("data-subject") || "";
+        dialog.querySelectorAll("[data-subject-slot]").forEach(function (slot) { slot.textContent = subject; });
+        dialog.returnFocusTo = trigger.querySelector("button");
+        dialog.showModal();
+      });
     });
+  };
+  bindConfirmTriggers(document);
+  document.querySelectorAll("dialog").forEach(function (dialog) {
     dialog.querySelectorAll("[data-close]").forEach(function (button) {
       button.addEventListener("click", function () { dialog.close(); });
     });
     dialog.addEventListener("close", function () {
-      if (dialog.returnFocusTo) dialog.returnFocusTo.focus();
+      if (dialog.returnFocusTo && dialog.returnFocusTo.isConnected) dialog.returnFocusTo.focus();
     });
   });
+  // The operator's models table follows downloads, loads and unloads: while a row is on its way (and for a few
+  // seconds after the page opens, as a load just asked for starts), the page is fetched again each second and
+  // the rows that changed are swapped in. A row holding the focus waits for the next round.
+  var live = document.querySelector("tbody[data-live-models]");
+  if (live && window.fetch && window.DOMParser) {
+    var MOVING = ["downloading", "loading", "unloading"];
+    var grace = 3;
+    var held = false;
+    var rowOf = function (root, id) {
+      var rows = root.querySelectorAll("tr[data-model]");
+      for (var i = 0; i < rows.length; i++) if (rows[i].getAttribute("data-model") === id) return rows[i];
+      return null;
+    };
+    var moving = function () {
+      var rows = live.querySelectorAll("tr[data-model]");
+      for (var i = 0; i < rows.length; i++) if (MOVING.indexOf(rows[i].getAttribute("data-state")) >= 0) return true;
+      return false;
+    };
+    var schedule = function () {
+      if (moving() || held || grace-- > 0) setTimeout(refresh, 1000);
+    };
+    var refresh = function () {
+      fetch(window.location.pathname, { credentials: "same-origin", headers: { accept: "text/html" } })
+        .then(function (response) { return response.ok ? response.text() : null; })
+        .then(function (html) {
+          held = false;
+          var fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("tbody[data-live-models]");
+          if (fresh) fresh.querySelectorAll("tr[data-model]").forEach(function (row) {
+            var current = rowOf(live, row.getAttribute("data-model"));
+            if (current && current.outerHTML === row.outerHTML) return;
+            if (current && current.contains(document.activeElement)) { held = true; return; }
+            var adopted = document.importNode(row, true);
+            if (current) current.replaceWith(adopted); else live.appendChild(adopted);
+            bindConfirmTriggers(adopted);
+          });
+          schedule();
+        }, schedule);
+    };
+    schedule();
+  }
 });
 `;

@@ -192,7 +192,10 @@ function modelsPage(
           <h2 id="models">
             {entries.length} model{entries.length === 1 ? "" : "s"}
           </h2>
-          <p class="hint">Reload the page to follow a download or a load.</p>
+          <p class="hint">
+            A model's state and progress follow its download, load or unload as they happen (without
+            JavaScript, reload the page).
+          </p>
           <table>
             <thead>
               <tr>
@@ -203,7 +206,7 @@ function modelsPage(
                 <th scope="col">Action</th>
               </tr>
             </thead>
-            <tbody>
+            <tbody data-live-models>
               {entries.map((entry) => (
                 <ModelRow auth={auth} entry={entry} />
               ))}
