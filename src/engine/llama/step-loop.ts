@@ -115,37 +115,31 @@ export class StepLoop {
       const primary = pool.slot(lease.primary);
       if (!job.prepared) await this.preparePrimary(job, primary, lease);
       const end = job.prompt.length - 1;
-      // The rest of the prompt fits this step: it goes into the generator's first evaluation, so the first token
-      // is sampled in this same decode (one step sooner). A job of n > 1 evaluates up to its last token first and
-      // copies that into its other sequences.
       const rest = job.prompt.length - job.prefillPos;
-      if (job.prefillPos < end && lease.others.length === 0 && rest <= budget) {
-        budget -= rest;
+      // Generation starts once the rest of the prompt fits this step: it is the generators' first evaluation, so
+      // the first token is sampled in this same decode. n > 1 first evaluates up to the last token (copied into
+      // its other sequences), then starts with that token alone.
+      if (job.prefillPos === end || (lease.others.length === 0 && rest <= budget)) {
+        if (job.prefillPos < end) budget -= rest;
         await this.startChoices(job, primary, lease, job.prefillPos);
         job.prefillPos = end;
         promptWork = true;
         for (const choice of job.choices) work.push(decodeWork(job, choice));
         continue;
       }
-      if (job.prefillPos < end && budget > 0) {
-        const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
-        budget -= chunk.length;
-        job.prefillPos += chunk.length;
-        promptWork = true;
-        work.push({
-          job,
-          sequenceId: primary.id,
-          run: () =>
-            primary.sequence.evaluateWithoutGeneratingNewTokens(chunk, {
-              evaluationPriority: priorityOf(primary.id),
-            }),
-        });
-        continue;
-      }
-      if (job.prefillPos < end) continue;
-      await this.startChoices(job, primary, lease, end);
+      if (budget <= 0) continue;
+      const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
+      budget -= chunk.length;
+      job.prefillPos += chunk.length;
       promptWork = true;
-      for (const choice of job.choices) work.push(decodeWork(job, choice));
+      work.push({
+        job,
+        sequenceId: primary.id,
+        run: () =>
+          primary.sequence.evaluateWithoutGeneratingNewTokens(chunk, {
+            evaluationPriority: priorityOf(primary.id),
+          }),
+      });
     }
     for (const job of this.active) {
       if (job.state !== "decode" || job.cancelled) continue;
