@@ -132,6 +132,8 @@ document.addEventListener("DOMContentLoaded", function () {
     var MOVING = ["downloading", "loading", "unloading"];
     var grace = 3;
     var held = false;
+    // A page that cannot be read (the server gone, the session ended) stops the refreshes after a few tries.
+    var failures = 0;
     var rowOf = function (root, id) {
       var rows = root.querySelectorAll("tr[data-model]");
       for (var i = 0; i < rows.length; i++) if (rows[i].getAttribute("data-model") === id) return rows[i];
@@ -143,7 +145,7 @@ document.addEventListener("DOMContentLoaded", function () {
       return false;
     };
     var schedule = function () {
-      if (moving() || held || grace-- > 0) setTimeout(refresh, 1000);
+      if (failures < 5 && (moving() || held || grace-- > 0)) setTimeout(refresh, 1000);
     };
     var refresh = function () {
       fetch(window.location.pathname, { credentials: "same-origin", headers: { accept: "text/html" } })
@@ -151,6 +153,7 @@ document.addEventListener("DOMContentLoaded", function () {
         .then(function (html) {
           held = false;
           var fresh = html && new DOMParser().parseFromString(html, "text/html").querySelector("tbody[data-live-models]");
+          failures = fresh ? 0 : failures + 1;
           if (fresh) fresh.querySelectorAll("tr[data-model]").forEach(function (row) {
             var current = rowOf(live, row.getAttribute("data-model"));
             if (current && current.outerHTML === row.outerHTML) return;
@@ -160,7 +163,10 @@ document.addEventListener("DOMContentLoaded", function () {
             bindConfirmTriggers(adopted);
           });
           schedule();
-        }, schedule);
+        }, function () {
+          failures++;
+          schedule();
+        });
     };
     schedule();
   }
