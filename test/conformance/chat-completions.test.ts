@@ -1,24 +1,14 @@
 // Conformance: the official openai client against a real `hearth serve` process serving both real model families
 // (SmolLM2's ChatML and Gemma 3's turns); every model-dependent behaviour runs on each.
-import type OpenAI from "openai";
 import { APIError } from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MODEL_FAMILIES, SMOLLM2_MODEL, startServerWithModels } from "../support/models.js";
-import { openaiClient, type ServerProcess } from "../support/server-process.js";
+import { describe, expect, it } from "vitest";
+import { MODEL_FAMILIES, SMOLLM2_MODEL } from "../support/models.js";
+import { serveModelFamilies } from "../support/served-models.js";
+import { openaiClient } from "../support/server-process.js";
 
 /** The model of the model-independent checks (auth, validation, routes). */
 const MODEL = SMOLLM2_MODEL.id;
-let server: ServerProcess;
-let client: OpenAI;
-
-beforeAll(async () => {
-  server = await startServerWithModels();
-  client = openaiClient(server);
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const served = serveModelFamilies();
 
 const ask = (content: string) => [{ role: "user" as const, content }];
 
@@ -32,9 +22,13 @@ async function errorOf(
 }
 
 async function rawPost(body: unknown, headers: Record<string, string> = {}) {
-  return fetch(`${server.url}/v1/chat/completions`, {
+  return fetch(`${served.server.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json", ...headers },
+    headers: {
+      authorization: `Bearer ${served.server.apiKey}`,
+      "content-type": "application/json",
+      ...headers,
+    },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
 }
@@ -66,7 +60,7 @@ function stopIn(reference: string, length: number): { stop: string; before: stri
 describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
   describe("non-streamed completions (behaviour 1)", () => {
     it("returns one chat.completion with usage that adds up", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: [
           { role: "system", content: "You are a helpful assistant." },
@@ -92,7 +86,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     });
 
     it("answers what the rendered prompt asks: the capital of France, chosen among five cities, is Paris", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: [
           { role: "system", content: "You are a helpful assistant." },
@@ -119,7 +113,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
 
     it("honours max_tokens and max_completion_tokens with finish_reason length", async () => {
       for (const limit of [{ max_tokens: 5 }, { max_completion_tokens: 5 }]) {
-        const completion = await client.chat.completions.create({
+        const completion = await served.client.chat.completions.create({
           model: MODEL,
           messages: ask("Write a long essay about the history of Rome."),
           ...limit,
@@ -144,16 +138,16 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
       // arithmetic depends on how a step's batch is made up (sent together, the two can land in different batch
       // shapes), so a seed repeats a text for the same work, as OpenAI's seed is best effort (docs/compatibility.md).
       const salted = (salt: string) =>
-        client.chat.completions.create({ ...params, cache_salt: salt } as typeof params);
+        served.client.chat.completions.create({ ...params, cache_salt: salt } as typeof params);
       const a = await salted("seed-a");
       const b = await salted("seed-b");
       expect(a.choices[0]?.message.content).toBe(b.choices[0]?.message.content);
-      const c = await client.chat.completions.create({ ...params, seed: 4321 });
+      const c = await served.client.chat.completions.create({ ...params, seed: 4321 });
       expect(c.choices[0]?.message.content).not.toBe(a.choices[0]?.message.content);
     });
 
     it("generates n choices that differ without a seed", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Suggest a name for a cat."),
         n: 3,
@@ -170,9 +164,9 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
         messages: ask("Count from 1 to 10, separated by commas."),
         temperature: 0,
       };
-      const full = await client.chat.completions.create({ ...base, max_tokens: 30 });
+      const full = await served.client.chat.completions.create({ ...base, max_tokens: 30 });
       const { stop, before } = stopIn(full.choices[0]?.message.content ?? "", 1);
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         ...base,
         stop: [stop, "never-appears"],
         max_tokens: 30,
@@ -184,7 +178,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     });
 
     it("renders tool role messages in a conversation", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: [
           { role: "user", content: "What's the weather in Paris?" },
@@ -232,7 +226,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     });
 
     it("streams through the SDK with include_usage: usage null on chunks, then a final usage chunk", async () => {
-      const stream = await client.chat.completions.create({
+      const stream = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Name a fruit."),
         stream: true,
@@ -250,7 +244,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     });
 
     it("interleaves n choices by index, each ending with its own finish chunk", async () => {
-      const stream = await client.chat.completions.create({
+      const stream = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Give me a random word."),
         stream: true,
@@ -276,9 +270,9 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
         messages: ask("Count from 1 to 10, separated by commas."),
         temperature: 0,
       };
-      const full = await client.chat.completions.create({ ...base, max_tokens: 60 });
+      const full = await served.client.chat.completions.create({ ...base, max_tokens: 60 });
       const { stop, before } = stopIn(full.choices[0]?.message.content ?? "", 4);
-      const stream = await client.chat.completions.create({
+      const stream = await served.client.chat.completions.create({
         ...base,
         max_tokens: 60,
         stream: true,
@@ -295,7 +289,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     });
 
     it("never splits a UTF-8 character across chunks", async () => {
-      const stream = await client.chat.completions.create({
+      const stream = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Repeat exactly: 日本語のテキスト 🎉🎉 café ñandú 😀"),
         temperature: 0,
@@ -314,7 +308,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     it("serves 8 concurrent streams to completion", async () => {
       const results = await Promise.all(
         Array.from({ length: 8 }, async (_, i) => {
-          const stream = await client.chat.completions.create({
+          const stream = await served.client.chat.completions.create({
             model: MODEL,
             messages: ask(`Tell me fact number ${i} about space.`),
             stream: true,
@@ -371,9 +365,9 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
         temperature: 0,
         ...extra,
       };
-      const counted = await fetch(`${server.url}/tokenize`, {
+      const counted = await fetch(`${served.server.url}/tokenize`, {
         method: "POST",
-        headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${served.server.apiKey}`, "content-type": "application/json" },
         body: JSON.stringify(body),
       });
       expect(counted.status).toBe(200);
@@ -381,14 +375,14 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
       const completion = (await (await rawPost(body)).json()) as { usage: { prompt_tokens: number } };
       expect(count).toBe(completion.usage.prompt_tokens);
       expect(count).toBeGreaterThan(10);
-      const model = (await client.models.retrieve(MODEL)) as unknown as { context_length: number };
+      const model = (await served.client.models.retrieve(MODEL)) as unknown as { context_length: number };
       expect(max_model_len).toBe(model.context_length);
     });
   });
 
   it("400 context_length_exceeded when prompt + max_tokens exceed the context", async () => {
     await expectError(
-      client.chat.completions.create({ model: MODEL, messages: ask("hi"), max_tokens: 100_000 }),
+      served.client.chat.completions.create({ model: MODEL, messages: ask("hi"), max_tokens: 100_000 }),
       400,
       "context_length_exceeded",
       "messages",
@@ -398,7 +392,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
 
 describe("errors", () => {
   it("401 invalid_api_key for a wrong key", async () => {
-    const bad = openaiClient(server, "sk-wrong");
+    const bad = openaiClient(served.server, "sk-wrong");
     await expectError(
       bad.chat.completions.create({ model: MODEL, messages: ask("hi") }),
       401,
@@ -408,7 +402,7 @@ describe("errors", () => {
 
   it("404 model_not_found for an unknown model", async () => {
     await expectError(
-      client.chat.completions.create({ model: "gpt-9", messages: ask("hi") }),
+      served.client.chat.completions.create({ model: "gpt-9", messages: ask("hi") }),
       404,
       "model_not_found",
     );
@@ -428,7 +422,12 @@ describe("errors", () => {
     ];
     for (const [patch, param] of cases) {
       const body = { model: MODEL, messages: ask("hi"), ...patch };
-      await expectError(client.chat.completions.create(body as never), 400, "invalid_request_error", param);
+      await expectError(
+        served.client.chat.completions.create(body as never),
+        400,
+        "invalid_request_error",
+        param,
+      );
     }
   });
 
@@ -444,9 +443,9 @@ describe("errors", () => {
     const huge = await rawPost({ model: MODEL, messages: ask("x".repeat(5 * 1024 * 1024)) });
     expect(huge.status).toBe(413);
     expect(await errorOf(huge)).toHaveProperty("message");
-    const route = await fetch(`${server.url}/v1/embeddings`, {
+    const route = await fetch(`${served.server.url}/v1/embeddings`, {
       method: "POST",
-      headers: { authorization: `Bearer ${server.apiKey}` },
+      headers: { authorization: `Bearer ${served.server.apiKey}` },
     });
     expect(route.status).toBe(404);
     expect(await errorOf(route)).toMatchObject({ type: "invalid_request_error" });
@@ -455,20 +454,20 @@ describe("errors", () => {
 
 describe("models and health", () => {
   it("lists the granted models and retrieves one", async () => {
-    const models = await client.models.list();
+    const models = await served.client.models.list();
     const ids = MODEL_FAMILIES.map((family) => family.model.id);
     expect(models.data.map((m) => m.id)).toEqual(ids);
-    for (const id of ids) expect((await client.models.retrieve(id)).id).toBe(id);
+    for (const id of ids) expect((await served.client.models.retrieve(id)).id).toBe(id);
   });
 
   it("reports health", async () => {
-    const health = await fetch(`${server.url}/health`);
+    const health = await fetch(`${served.server.url}/health`);
     expect(health.status).toBe(200);
   });
 
   it("never writes the API key to its logs", () => {
-    const logs = server.output().replace(server.apiKey, "");
-    expect(logs).not.toContain(server.apiKey);
-    expect(logs).not.toContain(server.apiKey.slice(3, 30));
+    const logs = served.server.output().replace(served.server.apiKey, "");
+    expect(logs).not.toContain(served.server.apiKey);
+    expect(logs).not.toContain(served.server.apiKey.slice(3, 30));
   });
 });

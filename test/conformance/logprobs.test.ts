@@ -3,21 +3,11 @@
 import { readGgufFileInfo } from "node-llama-cpp";
 import type OpenAI from "openai";
 import { APIError } from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MODEL_FAMILIES, pullModel, startServerWithModels } from "../support/models.js";
-import { openaiClient, type ServerProcess } from "../support/server-process.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { MODEL_FAMILIES, pullModel } from "../support/models.js";
+import { serveModelFamilies } from "../support/served-models.js";
 
-let server: ServerProcess;
-let client: OpenAI;
-
-beforeAll(async () => {
-  server = await startServerWithModels();
-  client = openaiClient(server);
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const served = serveModelFamilies();
 
 const ask = (content: string) => [{ role: "user" as const, content }];
 
@@ -94,7 +84,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
 
   describe("logprobs", () => {
     it("non-streamed: every content token with its logprob, bytes and top alternatives", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Name three colours."),
         temperature: 0,
@@ -112,16 +102,16 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
 
     it("logprobs without top_logprobs: empty alternatives; absent: logprobs null", async () => {
       const base = { model: MODEL, messages: ask("Say hi."), temperature: 0, max_tokens: 5 };
-      const on = await client.chat.completions.create({ ...base, logprobs: true });
+      const on = await served.client.chat.completions.create({ ...base, logprobs: true });
       expectWellFormed(on.choices[0]?.logprobs?.content ?? [], 0, true);
-      const off = await client.chat.completions.create(base);
+      const off = await served.client.chat.completions.create(base);
       expect(off.choices[0]?.logprobs).toBeNull();
     });
 
     it("streamed: content chunks carry their tokens, the same as the non-streamed reply", async () => {
       const body = { model: MODEL, messages: ask("Count to five."), temperature: 0, max_tokens: 12 };
-      const whole = await client.chat.completions.create({ ...body, logprobs: true, top_logprobs: 2 });
-      const stream = await client.chat.completions.create({
+      const whole = await served.client.chat.completions.create({ ...body, logprobs: true, top_logprobs: 2 });
+      const stream = await served.client.chat.completions.create({
         ...body,
         logprobs: true,
         top_logprobs: 2,
@@ -149,7 +139,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
     });
 
     it("n > 1: each choice has its own logprobs", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Write a word."),
         temperature: 1,
@@ -168,7 +158,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
     });
 
     it("a tool call's message has content null, and so have its logprobs", async () => {
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("What is the weather in Paris?"),
         tools: [
@@ -199,18 +189,21 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
         max_tokens: 3,
         logprobs: true,
       };
-      const plain = await client.chat.completions.create(base);
+      const plain = await served.client.chat.completions.create(base);
       const first = plain.choices[0]?.logprobs?.content?.[0]?.token as string;
       const firstId = idOf(first);
       expect(firstId).toBeGreaterThanOrEqual(0);
-      const banned = await client.chat.completions.create({ ...base, logit_bias: { [firstId]: -100 } });
+      const banned = await served.client.chat.completions.create({
+        ...base,
+        logit_bias: { [firstId]: -100 },
+      });
       const bannedTokens = banned.choices[0]?.logprobs?.content?.map((e) => e.token) ?? [];
       expect(bannedTokens.length).toBeGreaterThan(0);
       expect(bannedTokens).not.toContain(first);
 
       const purple = idOf(" purple");
       expect(purple).toBeGreaterThanOrEqual(0);
-      const forced = await client.chat.completions.create({ ...base, logit_bias: { [purple]: 100 } });
+      const forced = await served.client.chat.completions.create({ ...base, logit_bias: { [purple]: 100 } });
       const forcedTokens = forced.choices[0]?.logprobs?.content ?? [];
       expect(forcedTokens.map((e) => e.token)).toEqual([" purple", " purple", " purple"]);
       expect(forced.choices[0]?.message.content).toBe(" purple purple purple");
@@ -221,7 +214,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
       const [c3, a9] = [vocabulary.idOfByte(0xc3), vocabulary.idOfByte(0xa9)];
       expect(c3).toBeGreaterThanOrEqual(0);
       expect(a9).toBeGreaterThanOrEqual(0);
-      const completion = await client.chat.completions.create({
+      const completion = await served.client.chat.completions.create({
         model: MODEL,
         messages: ask("Write the word café."),
         temperature: 0,
@@ -244,7 +237,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model }) => {
     it("an id beyond the vocabulary is a 400; the last id is a token", async () => {
       const size = vocabulary.pieces.length;
       const request = (id: number) =>
-        client.chat.completions.create({
+        served.client.chat.completions.create({
           model: MODEL,
           messages: ask("hi"),
           max_tokens: 1,
@@ -274,7 +267,7 @@ describe("bad logprobs and logit_bias fields", () => {
     ["top_logprobs without logprobs", { top_logprobs: 2 }, "top_logprobs", /'logprobs' must be set to true/],
     ["top_logprobs above 20", { logprobs: true, top_logprobs: 21 }, "top_logprobs", /20/],
   ])("400 for %s", async (_, fields, param, message) => {
-    const err = await client.chat.completions
+    const err = await served.client.chat.completions
       .create({ model: MODEL, messages: ask("hi"), max_tokens: 1, ...fields })
       .then(
         () => undefined,

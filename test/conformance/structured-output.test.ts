@@ -8,21 +8,11 @@ import type {
   ChatCompletionCreateParamsNonStreaming,
   ChatCompletionTool,
 } from "openai/resources/chat/completions";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MODEL_FAMILIES, startServerWithModels } from "../support/models.js";
-import { openaiClient, type ServerProcess } from "../support/server-process.js";
+import { describe, expect, it } from "vitest";
+import { MODEL_FAMILIES } from "../support/models.js";
+import { serveModelFamilies } from "../support/served-models.js";
 
-let server: ServerProcess;
-let client: OpenAI;
-
-beforeAll(async () => {
-  server = await startServerWithModels();
-  client = openaiClient(server);
-});
-
-afterAll(async () => {
-  await server?.stop();
-});
+const served = serveModelFamilies();
 
 type Params = Omit<ChatCompletionCreateParamsNonStreaming, "model"> & {
   chat_template_kwargs?: { enable_thinking: boolean };
@@ -103,7 +93,10 @@ function toolCallsOf(completion: ChatCompletion) {
 
 describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL }, sampledPrompts }) => {
   const create = (params: Params) =>
-    client.chat.completions.create({ model: MODEL, ...params } as ChatCompletionCreateParamsNonStreaming);
+    served.client.chat.completions.create({
+      model: MODEL,
+      ...params,
+    } as ChatCompletionCreateParamsNonStreaming);
 
   describe("JSON mode", () => {
     it(`${sampledPrompts} varied prompts all give a JSON object (sampled, concurrently)`, async () => {
@@ -180,7 +173,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL }, sampledPromp
       };
       const results = await Promise.all([1, 2, 3].map((seed) => create({ ...params, seed })));
       for (const r of results) check(r.choices[0]?.message.content ?? "");
-      const stream = await client.chat.completions.create({ model: MODEL, ...params, stream: true });
+      const stream = await served.client.chat.completions.create({ model: MODEL, ...params, stream: true });
       let text = "";
       for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
       check(text);
@@ -284,7 +277,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL }, sampledPromp
     });
 
     it("streams calls in OpenAI's delta form and the SDK helper reassembles them", async () => {
-      const stream = client.chat.completions.stream({
+      const stream = served.client.chat.completions.stream({
         model: MODEL,
         messages: [{ role: "user", content: "What's the weather in Rome?" }],
         tools: [WEATHER],
@@ -367,7 +360,7 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL }, sampledPromp
     });
 
     it("streams every reasoning delta before the content deltas", async () => {
-      const stream = await client.chat.completions.create({
+      const stream = await served.client.chat.completions.create({
         model: MODEL,
         messages: question,
         max_tokens: 48,

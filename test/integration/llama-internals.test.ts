@@ -49,6 +49,10 @@ beforeAll(async () => {
   });
 });
 
+/** A context of its own for a test that patches it: one sequence, on the usable cores (as the engine's). */
+const ownContext = () =>
+  model.createContext({ sequences: 1, contextSize: 256, flashAttention: true, threads: usableCores() });
+
 afterAll(async () => {
   await context?.dispose();
   await model?.dispose();
@@ -129,12 +133,7 @@ describe("node-llama-cpp private members used by the engine", () => {
       "setThreads",
       "every decode uses the configured threads (a one-stream decode is slower)",
     );
-    const own = await model.createContext({
-      sequences: 1,
-      contextSize: 256,
-      flashAttention: true,
-      threads: usableCores(),
-    });
+    const own = await ownContext();
     try {
       const requested: number[] = [];
       const installed = overrideDecodeThreads(own, (threads) => {
@@ -178,12 +177,7 @@ describe("node-llama-cpp private members used by the engine", () => {
 
   it(`${LLAMA_INTERNALS.nativeCalls}: the step profile times each decode and sampling`, async () => {
     const message = gone("nativeCalls", "bench/step-profile.ts cannot time the addon's calls");
-    const own = await model.createContext({
-      sequences: 1,
-      contextSize: 256,
-      flashAttention: true,
-      threads: usableCores(),
-    });
+    const own = await ownContext();
     try {
       const calls: NativeCall[] = [];
       expect(
