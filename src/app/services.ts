@@ -20,7 +20,7 @@ import { openStore, type Store, type StoreDb } from "../store/open-store.js";
 import { closeRedis, connectRedis } from "../store/redis.js";
 import { StoreStatus } from "../store/store-status.js";
 import { InvalidationBroadcast } from "../tenancy/invalidation-broadcast.js";
-import { createTenancy, type Tenancy, type TenancyOptions } from "../tenancy/tenancy.js";
+import { cacheTtlMsFor, createTenancy, type Tenancy, type TenancyOptions } from "../tenancy/tenancy.js";
 import { PgUsageMeter, UsageRecordsDroppedError } from "../usage/pg-meter.js";
 import { UsageQueries } from "../usage/queries.js";
 import type { UsageMeter } from "../usage/types.js";
@@ -118,6 +118,7 @@ export async function buildServices(
       onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
       storeStatus,
       staleIfErrorMs: storeConfig.staleKeysMs,
+      cacheTtlMs: cacheTtlMsFor(store.driver),
       ...options.tenancy,
     });
     warnAboutExposedSecrets(config, logger);

@@ -1,11 +1,11 @@
-// The verified-key cache against the store's failures and races: stale-if-error while the store is down, and a
-// revocation generation so a verification that raced a revocation is never cached.
+// The verified-key cache against the store's failures and races: stale-if-error while the store is down, a
+// revocation generation so a verification that raced a revocation is never cached, and the TTL per store.
 import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { dataDirWithPglite } from "../../test/support/pglite-template.js";
-import { openStore, type Store, type StoreDb } from "../store/open-store.js";
+import { openStore, type Store, type StoreDb, type StoreDriver } from "../store/open-store.js";
 import { StoreStatus, StoreUnavailableError } from "../store/store-status.js";
-import { createTenancy, type Tenancy } from "./tenancy.js";
+import { cacheTtlMsFor, createTenancy, type Tenancy } from "./tenancy.js";
 
 const KEY_SECRET = Buffer.alloc(32, 3);
 
@@ -210,5 +210,84 @@ describe("verified keys while the store is down", () => {
     expect(await status.check()).toBe(true);
     expect(await tenancy.orgs.allowedModels(principal?.orgId ?? "")).toEqual(new Set(["m"]));
     expect(status.available).toBe(false);
+  });
+});
+
+describe("the cache TTL per store", () => {
+  let dir: string;
+  let store: Store;
+  let clock = Date.parse("2030-01-01T00:00:00Z");
+
+  beforeAll(async () => {
+    dir = await dataDirWithPglite();
+    store = await openStore({ dataDir: dir });
+  });
+
+  afterAll(async () => {
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Tenancy over `store` with the TTL the server gives `driver`, counting the store reads it makes. */
+  function tenancyFor(driver: StoreDriver) {
+    const reads = { count: 0 };
+    const db = new Proxy(store.db, {
+      get(t, p) {
+        const value: unknown = Reflect.get(t, p, t);
+        if (typeof value !== "function") return value;
+        if (p === "select") reads.count++;
+        return value.bind(t);
+      },
+    });
+    const tenancy = createTenancy(db, {
+      keySecret: KEY_SECRET,
+      modelIds: ["m"],
+      cacheTtlMs: cacheTtlMsFor(driver),
+      now: () => clock,
+    });
+    return { tenancy, reads };
+  }
+
+  /** An org with a key, verified and its grants read once (both cached now). */
+  async function cachedKey(tenancy: Tenancy, name: string) {
+    const org = await tenancy.orgs.create(name, ["m"]);
+    const created = await tenancy.keys.create(name);
+    await tenancy.keys.verify(created.key);
+    await tenancy.orgs.allowedModels(org.id);
+    return { ...created, orgId: org.id };
+  }
+
+  it("reads a hot key and its grants again each second on PostgreSQL, where other replicas change them", async () => {
+    const { tenancy, reads } = tenancyFor("postgres");
+    const { orgId, key } = await cachedKey(tenancy, "shared");
+    const before = reads.count;
+    clock += 1_500;
+    expect(await tenancy.keys.verify(key)).not.toBeNull();
+    expect(await tenancy.orgs.allowedModels(orgId)).toEqual(new Set(["m"]));
+    expect(reads.count - before).toBe(2);
+    await tenancy.dispose();
+  });
+
+  it("reads them once on the embedded store, whose one writer drops what it changes at once", async () => {
+    const { tenancy, reads } = tenancyFor("pglite");
+    const { orgId, id, key } = await cachedKey(tenancy, "alone");
+    const before = reads.count;
+    clock += 60_000;
+    expect(await tenancy.keys.verify(key)).not.toBeNull();
+    expect(await tenancy.orgs.allowedModels(orgId)).toEqual(new Set(["m"]));
+    expect(reads.count - before).toBe(0);
+    // Changes made here still show at once: a revoked grant and a revoked key.
+    await tenancy.orgs.revokeModel("alone", "m");
+    expect(await tenancy.orgs.allowedModels(orgId)).toEqual(new Set());
+    await tenancy.keys.revoke(id);
+    expect(await tenancy.keys.verify(key)).toBeNull();
+    // The TTL still ends an entry: a new verification past it reads the store.
+    const fresh = await tenancy.keys.create("alone");
+    await tenancy.keys.verify(fresh.key);
+    const cached = reads.count;
+    clock += cacheTtlMsFor("pglite");
+    expect(await tenancy.keys.verify(fresh.key)).not.toBeNull();
+    expect(reads.count - cached).toBe(1);
+    await tenancy.dispose();
   });
 });

@@ -1,6 +1,6 @@
 // The tenancy services built once over the store: the typed bag that the server, admin API, dashboard and tests use.
 import { sql } from "drizzle-orm";
-import type { StoreDb } from "../store/open-store.js";
+import type { StoreDb, StoreDriver } from "../store/open-store.js";
 import { StoreStatus } from "../store/store-status.js";
 import { AuditService } from "./audit.js";
 import { bootstrap } from "./bootstrap.js";
@@ -15,12 +15,35 @@ import { SessionService } from "./sessions.js";
 import type { BootstrapOptions, BootstrapResult } from "./types.js";
 import { UserService } from "./users.js";
 
+/**
+ * How long verified keys and grant sets are served from memory before the store is read again. On PostgreSQL,
+ * replicas share the store: a change another replica makes reaches this one by the Redis broadcast, and the TTL
+ * (1 s) is the bound when the broadcast is missing or lost. The embedded store (PGlite) has one process, this
+ * one, and every change (admin API, dashboard, CLI through the admin API) drops its entries at once (the
+ * invalidation fan-out): nothing can change behind the cache, so a short TTL would only re-read the same rows, a
+ * synchronous WASM query on the event loop (a key lookup took 4.6 ms inside a loaded gateway on 2026-11-26),
+ * once per second for every key and organization in use. There the TTL (5 min) only bounds the life of entries.
+ */
+export function cacheTtlMsFor(driver: StoreDriver): number {
+  switch (driver) {
+    case "postgres":
+      return 1000;
+    case "pglite":
+      return 5 * 60_000;
+    default:
+      return driver satisfies never;
+  }
+}
+
 export interface TenancyOptions {
   /** HMAC key for API keys (see auth/key-secret.ts). */
   keySecret: Uint8Array;
   /** Ids of the models served now (a function: models are added and removed at run time); grants of anything else are refused. */
   modelIds: readonly string[] | (() => readonly string[]);
-  /** How long verified keys and grant sets are cached: the delay before a change made elsewhere takes effect. */
+  /**
+   * How long verified keys and grant sets are cached: the delay before a change made elsewhere takes effect.
+   * Default 1 s; the server sets `cacheTtlMsFor(store.driver)`.
+   */
   cacheTtlMs?: number;
   cacheMaxEntries?: number;
   /**
