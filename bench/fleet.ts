@@ -158,7 +158,8 @@ async function timed(url: string, apiKey: string, model: string, stream: boolean
  * process then runs its request path as a long-running server does, compiled by V8's optimising tier, instead of
  * the first two hundred requests after its start. The workers and proxies are warmed alike, so the floor and the
  * baseline stay fair. On 2026-11-26 (Intel Xeon) one gateway over one worker added about 1 ms less at p50 after
- * 3,000 requests than cold; in this bench the two differed by less than its run-to-run noise (docs/fleet.md).
+ * 3,000 requests than in its first 200 (separate runs); in this bench, with 500 or none, the gateway's rows moved
+ * less than the run-to-run noise (streamed 7.0 → 6.7 ms, non-streamed 5.6 → 5.0).
  */
 async function warmUp(fleet: Fleet, gateways: ServerProcess[], model: string, count: number): Promise<void> {
   const paths: [string, string, string][] = [
