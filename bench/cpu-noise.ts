@@ -30,6 +30,14 @@ function readSystem(): Omit<Snapshot, "own"> | undefined {
   return { total, busy: total - idle - iowait - steal, steal };
 }
 
+/** /proc's clock ticks per second (USER_HZ: 100 on Linux's mainstream architectures). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time a process has used so far, all its threads, in ms (tick resolution: 10 ms); 0 once it is gone. */
+export function processCpuMs(pid: number): number {
+  return (processTicks(pid) * 1000) / TICKS_PER_SECOND;
+}
+
 /** utime + stime of a process, all its threads (same clock ticks as /proc/stat); 0 once it is gone. */
 function processTicks(pid: number): number {
   try {

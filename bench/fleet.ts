@@ -11,6 +11,7 @@ import { pathToFileURL } from "node:url";
 import { defaultModels } from "../src/config/schema.js";
 import { hearthCli, type ServerProcess, startServerProcess } from "../test/support/server-process.js";
 import { type Backend, postgresBackend } from "../test/support/store-backends.js";
+import { processCpuMs } from "./cpu-noise.js";
 import { httpTarget } from "./http-target.js";
 import { median, percentile } from "./stats.js";
 import { runLevel } from "./workload.js";
@@ -289,6 +290,9 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
   const run = { kind: "seconds", seconds } as const;
   const rows: string[] = [];
   const ratios: number[] = [];
+  /** The gateway's CPU per relayed token, µs: what its share of these shared cores costs the workers. */
+  const cpuPerToken: number[] = [];
+  const gatewayPid = fleet.gateway.child.pid ?? 0;
   for (let round = 1; round <= THROUGHPUT_ROUNDS; round++) {
     const direct = await Promise.all(
       fleet.workers.map((w) =>
@@ -296,11 +300,13 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
       ),
     );
     const directTps = direct.reduce((sum, level) => sum + level.result.tokensPerSecond, 0);
+    const cpuBefore = processCpuMs(gatewayPid);
     const gateway = await runLevel(
       httpTarget({ url: fleet.gateway.url, apiKey: fleet.gateway.apiKey, model: FLEET_MODEL, maxTokens }),
       clients,
       run,
     );
+    cpuPerToken.push((1000 * (processCpuMs(gatewayPid) - cpuBefore)) / gateway.result.completionTokens);
     ratios.push(gateway.result.tokensPerSecond / directTps);
     rows.push(
       ...direct.map(
@@ -323,7 +329,9 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
     "",
     `Gateway ÷ sum: ${ratios.map((r) => r.toFixed(3)).join(", ")} by round; median ${ratio.toFixed(3)} (target ≥ 0.95 — ` +
       `${ratio >= 0.95 ? "PASS" : "MISS"}). On this machine the gateway and both workers share the same cores, so the ` +
-      "gateway's own CPU comes out of the workers' throughput.",
+      "gateway's own CPU comes out of the workers' throughput: it used " +
+      `${cpuPerToken.map((us) => us.toFixed(0)).join(", ")} µs of CPU per relayed token by round (its whole process, ` +
+      "usage records and logs included).",
   ];
 }
 
