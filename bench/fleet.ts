@@ -163,18 +163,18 @@ async function timed(url: string, apiKey: string, model: string, stream: boolean
  * less than the run-to-run noise (streamed 7.0 → 6.7 ms, non-streamed 5.6 → 5.0).
  */
 async function warmUp(fleet: Fleet, gateways: ServerProcess[], model: string, count: number): Promise<void> {
-  const paths: [string, string, string][] = [
-    ...fleet.workers.map((w): [string, string, string] => [w.url, w.apiKey, model]),
-    ...fleet.workers.map((w, i): [string, string, string] => [fleet.proxyUrls[i] as string, w.apiKey, model]),
-    ...gateways.map((g): [string, string, string] => [g.url, g.apiKey, FLEET_MODEL]),
+  const paths = [
+    ...fleet.workers.map((w) => ({ url: w.url, apiKey: w.apiKey, model })),
+    ...fleet.workers.map((w, i) => ({ url: fleet.proxyUrls[i] as string, apiKey: w.apiKey, model })),
+    ...gateways.map((g) => ({ url: g.url, apiKey: g.apiKey, model: FLEET_MODEL })),
   ];
-  for (const [url, apiKey, pathModel] of paths) {
+  for (const path of paths) {
     let sent = 0;
     await Promise.all(
       Array.from({ length: 4 }, async () => {
         while (sent < count) {
           sent++;
-          await timed(url, apiKey, pathModel, sent % 2 === 0);
+          await timed(path.url, path.apiKey, path.model, sent % 2 === 0);
         }
       }),
     );
@@ -194,15 +194,15 @@ async function addedLatency(
   const f = (values: number[], p: number) => percentile(values, p).toFixed(1);
   const gateways: [string, ServerProcess][] = [["embedded store", fleet.gateway]];
   if (fleet.gatewayOnPostgres !== undefined) gateways.push(["PostgreSQL", fleet.gatewayOnPostgres]);
-  // Each gateway's requests go to one worker (affinity: its organization and the conversation). It is compared
-  // with that worker called directly: a worker the direct calls keep busy and one idle but for the gateway are
-  // not the same machine state (llama.cpp's threads sleep when idle), which is not the gateway's cost.
   await warmUp(
     fleet,
     gateways.map(([, gateway]) => gateway),
     model,
     warmUpCount,
   );
+  // Each gateway's requests go to one worker (affinity: its organization and the conversation). It is compared
+  // with that worker called directly: a worker the direct calls keep busy and one idle but for the gateway are
+  // not the same machine state (llama.cpp's threads sleep when idle), which is not the gateway's cost.
   const routedTo: number[] = [];
   for (const [, gateway] of gateways) routedTo.push(await routedWorker(fleet, gateway));
   const rows: string[] = [];
@@ -292,7 +292,8 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
   const ratios: number[] = [];
   /** The gateway's CPU per relayed token, µs: what its share of these shared cores costs the workers. */
   const cpuPerToken: number[] = [];
-  const gatewayPid = fleet.gateway.child.pid ?? 0;
+  const gatewayPid = fleet.gateway.child.pid;
+  if (gatewayPid === undefined) throw new Error("the gateway process has no pid");
   for (let round = 1; round <= THROUGHPUT_ROUNDS; round++) {
     const direct = await Promise.all(
       fleet.workers.map((w) =>

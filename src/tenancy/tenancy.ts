@@ -15,6 +15,9 @@ import { SessionService } from "./sessions.js";
 import type { BootstrapOptions, BootstrapResult } from "./types.js";
 import { UserService } from "./users.js";
 
+/** The cache TTL where other replicas share the store: the bound on a change they made going unseen. */
+const SHARED_STORE_CACHE_TTL_MS = 1000;
+
 /**
  * How long verified keys and grant sets are served from memory before the store is read again. On PostgreSQL,
  * replicas share the store: a change another replica makes reaches this one by the Redis broadcast, and the TTL
@@ -27,7 +30,7 @@ import { UserService } from "./users.js";
 export function cacheTtlMsFor(driver: StoreDriver): number {
   switch (driver) {
     case "postgres":
-      return 1000;
+      return SHARED_STORE_CACHE_TTL_MS;
     case "pglite":
       return 5 * 60_000;
     default:
@@ -97,7 +100,7 @@ export function createTenancy(db: StoreDb, options: TenancyOptions): Tenancy {
   const now = options.now ?? Date.now;
   // Keys and grant sets share one policy: a change made elsewhere shows within the same TTL for both.
   const cache = {
-    ttlMs: options.cacheTtlMs ?? 1000,
+    ttlMs: options.cacheTtlMs ?? SHARED_STORE_CACHE_TTL_MS,
     maxEntries: options.cacheMaxEntries ?? 10_000,
     staleMs: options.staleIfErrorMs ?? DEFAULT_STALE_IF_ERROR_MS,
     now,
