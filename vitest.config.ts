@@ -1,6 +1,6 @@
-// Test tiers as vitest projects. `npm test` runs every tier, one after another (unit, integration, model, e2e);
-// `npm run test:<tier>` (or `npx vitest run --project <tier>`) runs one. A new test file is a unit test unless it
-// is listed below: the unit tier must stay model-free, server-free and under a minute.
+// Test tiers as vitest projects. `npm test` runs every tier, one after another (unit, integration, model, e2e,
+// clients); `npm run test:<tier>` (or `npx vitest run --project <tier>`) runs one. A new test file is a unit test
+// unless it is listed below: the unit tier must stay model-free, server-free and under a minute.
 import { existsSync } from "node:fs";
 import { configDefaults, defineConfig } from "vitest/config";
 
@@ -39,6 +39,12 @@ const MODEL = [
 /** Whole deployments: the CLI against server processes, replicas sharing stores, shutdown, Chromium. */
 const E2E = ["test/e2e/**/*.test.ts"];
 
+/**
+ * Real client libraries (openai-node, the Vercel AI SDK, LangChain JS; Python ones in the venv of
+ * scripts/setup-clients.sh) against one `hearth serve` of the default model, started once for the whole tier.
+ */
+const CLIENTS = ["test/clients/**/*.test.ts"];
+
 // Throwaway data dirs (PGlite clusters, secrets) in memory where the machine has a tmpfs: PGlite waits on the
 // disk far more than it computes, and these tiers test Hearth, not the disk. Model and e2e tiers keep the disk.
 const MEMORY_TMP = existsSync("/dev/shm") ? { TMPDIR: "/dev/shm" } : {};
@@ -55,7 +61,7 @@ export default defineConfig({
           name: "unit",
           env: MEMORY_TMP,
           include: ALL,
-          exclude: [...configDefaults.exclude, ...INTEGRATION, ...MODEL, ...E2E],
+          exclude: [...configDefaults.exclude, ...INTEGRATION, ...MODEL, ...E2E, ...CLIENTS],
           // Nothing shared: temp dirs and in-memory stores only, so files run side by side. The PGlite files
           // wait on WASM and timers more than they compute: two workers on two cores halve the wall time.
           fileParallelism: true,
@@ -92,6 +98,17 @@ export default defineConfig({
           include: E2E,
           fileParallelism: false,
           sequence: { groupOrder: 3 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "clients",
+          include: CLIENTS,
+          globalSetup: ["test/clients/global-setup.ts"],
+          // One server for every file; the model takes every core.
+          fileParallelism: false,
+          sequence: { groupOrder: 4 },
         },
       },
     ],

@@ -1,0 +1,125 @@
+"""openai-python, unmodified, against Hearth: create, stream, `parse` (GA and beta) of a pydantic model with bounds
+and a datetime, a strict pydantic tool and a non-strict tool whose schema carries bounds."""
+
+import json
+from datetime import datetime
+
+from hearth_checks import API_KEY, BASE_URL, MODEL, run_checks, type_name
+from openai import OpenAI, pydantic_function_tool
+from pydantic import BaseModel, Field
+
+client = OpenAI(base_url=BASE_URL, api_key=API_KEY, max_retries=0)
+
+
+class Meeting(BaseModel):
+    title: str = Field(max_length=40)
+    priority: int = Field(ge=1, le=10)
+    starts_at: datetime
+
+
+class GetForecast(BaseModel):
+    """Weather forecast for a city."""
+
+    city: str = Field(max_length=30)
+    days: int = Field(ge=1, le=7)
+
+
+MEETING_PROMPT = [{"role": "user", "content": "Plan a team meeting next Monday at 10:00: title, priority 1-10, start."}]
+FORECAST_PROMPT = [{"role": "user", "content": "What will the weather be in Paris for the next 3 days?"}]
+
+
+def chat() -> dict:
+    completion = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Say hello."}], temperature=0, max_tokens=20
+    )
+    choice = completion.choices[0]
+    return {"content": choice.message.content, "finish_reason": choice.finish_reason}
+
+
+def stream() -> dict:
+    chunks = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Say hello."}],
+        temperature=0,
+        max_tokens=20,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text, usage = "", None
+    for chunk in chunks:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+        if chunk.usage is not None:
+            usage = chunk.usage.completion_tokens
+    return {"text": text, "completion_tokens": usage}
+
+
+def meeting(parsed: Meeting | None) -> dict:
+    if parsed is None:
+        raise ValueError("message.parsed is None")
+    return {
+        "priority": parsed.priority,
+        "priority_type": type_name(parsed.priority),
+        "starts_at_type": type_name(parsed.starts_at),
+        "title_type": type_name(parsed.title),
+    }
+
+
+def parse() -> dict:
+    completion = client.chat.completions.parse(
+        model=MODEL, messages=MEETING_PROMPT, response_format=Meeting, temperature=0, seed=7, max_tokens=100
+    )
+    return meeting(completion.choices[0].message.parsed)
+
+
+def beta_parse() -> dict:
+    completion = client.beta.chat.completions.parse(
+        model=MODEL, messages=MEETING_PROMPT, response_format=Meeting, temperature=0, seed=7, max_tokens=100
+    )
+    return meeting(completion.choices[0].message.parsed)
+
+
+def forecast(args: GetForecast | dict) -> dict:
+    days = args.days if isinstance(args, GetForecast) else args["days"]
+    city = args.city if isinstance(args, GetForecast) else args["city"]
+    return {"days": days, "days_type": type_name(days), "city_type": type_name(city)}
+
+
+def strict_tool() -> dict:
+    completion = client.chat.completions.parse(
+        model=MODEL,
+        messages=FORECAST_PROMPT,
+        tools=[pydantic_function_tool(GetForecast)],
+        tool_choice={"type": "function", "function": {"name": "GetForecast"}},
+        temperature=0,
+        max_tokens=60,
+    )
+    call = completion.choices[0].message.tool_calls[0]
+    return {"name": call.function.name, **forecast(call.function.parsed_arguments)}
+
+
+def non_strict_tool() -> dict:
+    # A tool schema as a hand-written app sends it: not strict, bounds in it (a hint to OpenAI).
+    tool = {
+        "type": "function",
+        "function": {"name": "get_forecast", "description": "Weather forecast", "parameters": GetForecast.model_json_schema()},
+    }
+    completion = client.chat.completions.create(
+        model=MODEL, messages=FORECAST_PROMPT, tools=[tool], tool_choice="required", temperature=0, max_tokens=60
+    )
+    call = completion.choices[0].message.tool_calls[0]
+    return {"name": call.function.name, **forecast(json.loads(call.function.arguments))}
+
+
+if __name__ == "__main__":
+    run_checks(
+        {
+            "schema": lambda: Meeting.model_json_schema(),
+            "chat": chat,
+            "stream": stream,
+            "parse": parse,
+            "beta_parse": beta_parse,
+            "strict_tool": strict_tool,
+            "non_strict_tool": non_strict_tool,
+        }
+    )
