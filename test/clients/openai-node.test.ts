@@ -1,5 +1,5 @@
 // openai-node, unmodified, against Hearth: `parse` with zodResponseFormat (zod 4 integers and bounds), a streamed
-// create, and a tool round trip with zodFunction.
+// create, a tool round trip with zodFunction, and an allowed_tools tool_choice.
 import OpenAI from "openai";
 import { zodFunction, zodResponseFormat } from "openai/helpers/zod";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
@@ -118,5 +118,36 @@ describe("openai-node", () => {
     const answer = second.choices[0];
     expect(["stop", "length"]).toContain(answer?.finish_reason);
     expect(answer?.message.content?.length).toBeGreaterThan(0);
+  });
+
+  it("tool_choice allowed_tools (mode required, one of two tools): only the allowed tool is called", async () => {
+    const forecast = zodFunction({
+      name: "get_forecast",
+      parameters: Forecast,
+      description: "Weather forecast",
+    });
+    const time = zodFunction({
+      name: "get_time",
+      parameters: z.object({ city: z.string().max(30) }),
+      description: "Current time in a city",
+    });
+    const completion = await client.chat.completions.parse({
+      model,
+      messages: [{ role: "user", content: "What will the weather be in Paris for the next 3 days?" }],
+      tools: [forecast, time],
+      tool_choice: {
+        type: "allowed_tools",
+        allowed_tools: { mode: "required", tools: [{ type: "function", function: { name: "get_time" } }] },
+      },
+      temperature: 0,
+      max_completion_tokens: 40,
+    });
+    const calls = completion.choices[0]?.message.tool_calls ?? [];
+    expect(calls.length).toBeGreaterThan(0);
+    for (const call of calls) {
+      if (call.type !== "function") throw new Error(`a ${call.type} tool call`);
+      expect(call.function.name).toBe("get_time");
+      expect(typeof (call.function.parsed_arguments as { city: unknown }).city).toBe("string");
+    }
   });
 });

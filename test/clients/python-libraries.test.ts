@@ -72,6 +72,25 @@ describe("openai-python", () => {
     expect(call.name).toBe("get_forecast");
     expectInt(call.days, call.days_type, 1, 7);
   });
+
+  it("tool_choice allowed_tools (mode required, one of two tools): only the allowed tool is called", () => {
+    const { names, city_type } = checks().value<{ names: string[]; city_type: string }>("allowed_tools");
+    expect(names.length).toBeGreaterThan(0);
+    expect(new Set(names)).toEqual(new Set(["get_time"]));
+    expect(city_type).toBe("str");
+  });
+
+  it("the SDK's newer fields (verbosity, reasoning_effort none, prompt_cache_key/retention, safety_identifier, store)", () => {
+    expectText(checks().value("sdk_fields").content);
+  });
+
+  it("stream_options.include_obfuscation: a normal stream", () => {
+    expectText(checks().value("stream_include_obfuscation").text);
+  });
+
+  it("extra_body top_k, min_p, repetition_penalty (vLLM's sampling extensions): a normal answer", () => {
+    expectText(checks().value("sampling_extensions").content);
+  });
 });
 
 describe("LangChain (langchain-openai ChatOpenAI)", () => {

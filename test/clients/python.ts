@@ -38,6 +38,8 @@ export async function runPythonChecks(script: string): Promise<PythonChecks> {
       LANGSMITH_TRACING: "false",
       HF_HUB_OFFLINE: "1",
       PYTHONUNBUFFERED: "1",
+      // No __pycache__ beside the scripts in the checkout.
+      PYTHONDONTWRITEBYTECODE: "1",
       ...NO_NETWORK,
     },
     timeout: 150_000,

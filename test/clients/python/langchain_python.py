@@ -45,9 +45,8 @@ def stream() -> dict:
 
 
 def movie(method: str | None) -> dict:
-    model = chat(80)
-    structured = model.with_structured_output(Movie) if method is None else model.with_structured_output(Movie, method=method)
-    result = structured.invoke(PROMPT)
+    options = {} if method is None else {"method": method}
+    result = chat(80).with_structured_output(Movie, **options).invoke(PROMPT)
     if not isinstance(result, Movie):
         raise TypeError(f"with_structured_output returned {type_name(result)}")
     return {"rating": result.rating, "rating_type": type_name(result.rating), "year_type": type_name(result.year)}

@@ -1,5 +1,6 @@
 """openai-python, unmodified, against Hearth: create, stream, `parse` (GA and beta) of a pydantic model with bounds
-and a datetime, a strict pydantic tool and a non-strict tool whose schema carries bounds."""
+and a datetime, a strict pydantic tool, a non-strict tool whose schema carries bounds, an allowed_tools tool_choice,
+the current SDK's newer request fields, and vLLM's sampling extensions through extra_body."""
 
 import json
 from datetime import datetime
@@ -102,13 +103,85 @@ def non_strict_tool() -> dict:
     # A tool schema as a hand-written app sends it: not strict, bounds in it (a hint to OpenAI).
     tool = {
         "type": "function",
-        "function": {"name": "get_forecast", "description": "Weather forecast", "parameters": GetForecast.model_json_schema()},
+        "function": {
+            "name": "get_forecast",
+            "description": "Weather forecast",
+            "parameters": GetForecast.model_json_schema(),
+        },
     }
     completion = client.chat.completions.create(
         model=MODEL, messages=FORECAST_PROMPT, tools=[tool], tool_choice="required", temperature=0, max_tokens=60
     )
     call = completion.choices[0].message.tool_calls[0]
     return {"name": call.function.name, **forecast(json.loads(call.function.arguments))}
+
+
+def allowed_tools() -> dict:
+    get_time = {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Current time in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+    completion = client.chat.completions.create(
+        model=MODEL,
+        messages=FORECAST_PROMPT,
+        tools=[pydantic_function_tool(GetForecast), get_time],
+        # OpenAI's form: the request keeps every tool (a stable prompt), the call is restricted to the listed ones.
+        tool_choice={
+            "type": "allowed_tools",
+            "allowed_tools": {"mode": "required", "tools": [{"type": "function", "function": {"name": "get_time"}}]},
+        },
+        temperature=0,
+        max_tokens=40,
+    )
+    calls = completion.choices[0].message.tool_calls or []
+    city = json.loads(calls[0].function.arguments)["city"] if calls else None
+    return {"names": [call.function.name for call in calls], "city_type": type_name(city)}
+
+
+def sdk_fields() -> dict:
+    # Fields of the SDK's current ChatCompletionCreateParams that apps pass through to any OpenAI-compatible server.
+    completion = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_completion_tokens=20,
+        temperature=0,
+        verbosity="low",
+        reasoning_effort="none",
+        prompt_cache_key="hearth-clients-tier",
+        prompt_cache_retention="24h",
+        safety_identifier="user-1",
+        store=False,
+    )
+    return {"content": completion.choices[0].message.content}
+
+
+def stream_include_obfuscation() -> dict:
+    chunks = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Say hello."}],
+        temperature=0,
+        max_tokens=20,
+        stream=True,
+        stream_options={"include_usage": True, "include_obfuscation": False},
+    )
+    return {"text": "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)}
+
+
+def sampling_extensions() -> dict:
+    # vLLM's sampling parameters, as open-model cards tell users to send them.
+    completion = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Say hello."}],
+        max_tokens=20,
+        temperature=0.7,
+        seed=7,
+        extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1},
+    )
+    return {"content": completion.choices[0].message.content}
 
 
 if __name__ == "__main__":
@@ -121,5 +194,9 @@ if __name__ == "__main__":
             "beta_parse": beta_parse,
             "strict_tool": strict_tool,
             "non_strict_tool": non_strict_tool,
+            "allowed_tools": allowed_tools,
+            "sdk_fields": sdk_fields,
+            "stream_include_obfuscation": stream_include_obfuscation,
+            "sampling_extensions": sampling_extensions,
         }
     )
