@@ -26,25 +26,27 @@ class GetForecast(BaseModel):
 
 
 MEETING_PROMPT = [{"role": "user", "content": "Plan a team meeting next Monday at 10:00: title, priority 1-10, start."}]
+HELLO = [{"role": "user", "content": "Say hello."}]
 FORECAST_PROMPT = [{"role": "user", "content": "What will the weather be in Paris for the next 3 days?"}]
 
 
-def chat() -> dict:
-    completion = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Say hello."}], temperature=0, max_tokens=20
-    )
+def hello(**fields) -> dict:
+    """A short request with `fields` added: the reply's text and finish reason."""
+    request = {"temperature": 0, "max_tokens": 20, **fields}
+    completion = client.chat.completions.create(model=MODEL, messages=HELLO, **request)
     choice = completion.choices[0]
     return {"content": choice.message.content, "finish_reason": choice.finish_reason}
 
 
-def stream() -> dict:
+def hello_stream(**stream_options) -> dict:
+    """The same, streamed with `stream_options`: the text and the usage chunk's completion tokens."""
     chunks = client.chat.completions.create(
         model=MODEL,
-        messages=[{"role": "user", "content": "Say hello."}],
+        messages=HELLO,
         temperature=0,
         max_tokens=20,
         stream=True,
-        stream_options={"include_usage": True},
+        stream_options={"include_usage": True, **stream_options},
     )
     text, usage = "", None
     for chunk in chunks:
@@ -144,11 +146,7 @@ def allowed_tools() -> dict:
 
 def sdk_fields() -> dict:
     # Fields of the SDK's current ChatCompletionCreateParams that apps pass through to any OpenAI-compatible server.
-    completion = client.chat.completions.create(
-        model=MODEL,
-        messages=[{"role": "user", "content": "Say hello."}],
-        max_completion_tokens=20,
-        temperature=0,
+    return hello(
         verbosity="low",
         reasoning_effort="none",
         prompt_cache_key="hearth-clients-tier",
@@ -156,47 +154,26 @@ def sdk_fields() -> dict:
         safety_identifier="user-1",
         store=False,
     )
-    return {"content": completion.choices[0].message.content}
-
-
-def stream_include_obfuscation() -> dict:
-    chunks = client.chat.completions.create(
-        model=MODEL,
-        messages=[{"role": "user", "content": "Say hello."}],
-        temperature=0,
-        max_tokens=20,
-        stream=True,
-        stream_options={"include_usage": True, "include_obfuscation": False},
-    )
-    return {"text": "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)}
 
 
 def sampling_extensions() -> dict:
     # vLLM's sampling parameters, as open-model cards tell users to send them.
-    completion = client.chat.completions.create(
-        model=MODEL,
-        messages=[{"role": "user", "content": "Say hello."}],
-        max_tokens=20,
-        temperature=0.7,
-        seed=7,
-        extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1},
-    )
-    return {"content": completion.choices[0].message.content}
+    return hello(temperature=0.7, seed=7, extra_body={"top_k": 20, "min_p": 0.05, "repetition_penalty": 1.1})
 
 
 if __name__ == "__main__":
     run_checks(
         {
             "schema": lambda: Meeting.model_json_schema(),
-            "chat": chat,
-            "stream": stream,
+            "chat": hello,
+            "stream": hello_stream,
             "parse": parse,
             "beta_parse": beta_parse,
             "strict_tool": strict_tool,
             "non_strict_tool": non_strict_tool,
             "allowed_tools": allowed_tools,
             "sdk_fields": sdk_fields,
-            "stream_include_obfuscation": stream_include_obfuscation,
+            "stream_include_obfuscation": lambda: hello_stream(include_obfuscation=False),
             "sampling_extensions": sampling_extensions,
         }
     )
