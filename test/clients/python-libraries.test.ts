@@ -135,7 +135,7 @@ describe("LangChain (langchain-openai ChatOpenAI)", () => {
 describe("instructor", () => {
   const checks = checksOf("instructor_client.py");
 
-  for (const mode of ["tools", "tools_strict"]) {
+  for (const mode of ["tools", "tools_strict", "json_schema"]) {
     it(`from_openai, Mode.${mode.toUpperCase()}: a response_model with Field(ge=1, le=5) validated`, () => {
       const rating = checks().value(mode);
       expectInt(rating.stars, rating.stars_type, 1, 5);

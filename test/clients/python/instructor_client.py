@@ -1,5 +1,5 @@
 """instructor, unmodified, against Hearth: `from_openai` with a response_model with bounds, in its default tools
-mode and in strict tools mode."""
+mode, in strict tools mode and in json_schema (response_format) mode."""
 
 import instructor
 from hearth_checks import API_KEY, BASE_URL, MODEL, run_checks, type_name
@@ -36,5 +36,6 @@ if __name__ == "__main__":
         {
             "tools": lambda: rating(instructor.Mode.TOOLS),
             "tools_strict": lambda: rating(instructor.Mode.TOOLS_STRICT),
+            "json_schema": lambda: rating(instructor.Mode.JSON_SCHEMA),
         }
     )
