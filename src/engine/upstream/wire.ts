@@ -1,5 +1,6 @@
 // The wire to upstream chat-completion engines: the body Hearth sends each dialect, their errors, their model lists.
 import type { UpstreamKindSetting } from "../../config/schema.js";
+import { scopedCacheKey } from "../cache-scope.js";
 import type { ChatMessage, GenerationRequest, OutputRequest, ReasoningEffort, ToolChoice } from "../types.js";
 import { isRecord } from "./upstream-error.js";
 
@@ -122,6 +123,12 @@ export function upstreamRequestBody(
   // OpenAI's own field, which every dialect accepts (vLLM and SGLang take it, llama-server and Ollama ignore it);
   // a Hearth worker records it with its usage. As the client sent it: the organization stays with the gateway.
   if (request.user !== undefined && request.user !== "") body.user = request.user;
+  // OpenAI's own cache routing and a Hearth worker's slot affinity: the key scoped to the organization and hashed,
+  // so one organization's key never meets another's upstream and the upstream never learns organization ids.
+  const cacheKey = scopedCacheKey(request);
+  if (cacheKey !== undefined && (options.kind === "openai" || options.kind === "hearth")) {
+    body.prompt_cache_key = cacheKey;
+  }
   if (request.output !== undefined) Object.assign(body, outputFields(request.output, traits));
   return body;
 }

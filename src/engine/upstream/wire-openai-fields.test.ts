@@ -1,4 +1,4 @@
-// reasoning_effort and allowed_tools in each upstream dialect's body.
+// reasoning_effort, allowed_tools and prompt_cache_key in each upstream dialect's body.
 import { describe, expect, it } from "vitest";
 import { parseChatRequest } from "../../api/chat-request.js";
 import type { GenerationRequest } from "../types.js";
@@ -125,4 +125,23 @@ describe("upstream allowed_tools", () => {
       }
     },
   );
+});
+
+describe("upstream prompt_cache_key", () => {
+  const keyed = (org: string, key: string) => ({ ...request({ prompt_cache_key: key }), cacheScope: org });
+
+  it("OpenAI and Hearth get the key scoped to the organization, hashed; the others nothing", () => {
+    const sent = (kind: UpstreamKind, req: GenerationRequest) => send(req, kind).prompt_cache_key;
+    for (const kind of ["openai", "hearth"] as const) {
+      const mine = sent(kind, keyed("org_A", "k"));
+      expect(mine).toMatch(/^[0-9a-f]{64}$/);
+      expect(String(mine)).not.toContain("org_A");
+      expect(sent(kind, keyed("org_A", "k"))).toBe(mine);
+      expect(sent(kind, keyed("org_B", "k"))).not.toBe(mine);
+      expect(sent(kind, request({}))).toBeUndefined();
+    }
+    for (const kind of ["vllm", "sglang", "llama-server", "ollama"] as const) {
+      expect(sent(kind, keyed("org_A", "k"))).toBeUndefined();
+    }
+  });
 });
