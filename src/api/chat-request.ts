@@ -99,6 +99,9 @@ const textPartSchema = z.strictObject({
   prompt_cache_breakpoint: z.unknown().optional(),
 });
 
+/** An earlier reply's refusal, sent back in an assistant message: accepted, and (like `refusal`) not rendered. */
+const refusalPartSchema = z.strictObject({ type: z.literal("refusal"), refusal: z.string() });
+
 /** Names a non-text part as unsupported instead of the literal mismatch a plain text-part schema would report. */
 const contentPartSchema = z
   .looseObject({ type: z.string() })
@@ -113,7 +116,22 @@ const contentPartSchema = z
   })
   .pipe(textPartSchema);
 
+const assistantPartSchema = z
+  .looseObject({ type: z.string() })
+  .superRefine((part, ctx) => {
+    if (part.type !== "text" && part.type !== "refusal") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["type"],
+        message: `Content parts of type '${part.type}' are not supported in assistant messages; Hearth accepts 'text' and 'refusal' parts.`,
+      });
+    }
+  })
+  .pipe(z.discriminatedUnion("type", [textPartSchema, refusalPartSchema]))
+  .transform((part) => (part.type === "text" ? part : { type: "text" as const, text: "" }));
+
 const contentSchema = z.union([z.string(), z.array(contentPartSchema).min(1)]);
+const assistantContentSchema = z.union([z.string(), z.array(assistantPartSchema).min(1)]);
 
 const messageSchema = nullAsAbsent(
   z.discriminatedUnion("role", [
@@ -122,7 +140,7 @@ const messageSchema = nullAsAbsent(
     z.strictObject({ role: z.literal("user"), content: contentSchema, name: z.string().optional() }),
     z.strictObject({
       role: z.literal("assistant"),
-      content: contentSchema.optional(),
+      content: assistantContentSchema.optional(),
       name: z.string().optional(),
       // Accepted so an earlier response can be sent back as it came; none is put back into the prompt.
       refusal: z.string().optional(),

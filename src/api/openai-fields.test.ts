@@ -141,3 +141,38 @@ describe("prompt_cache_key", () => {
     expect(withFields({ prompt_cache_key: "" })).toEqual(parse(base));
   });
 });
+
+describe("assistant content parts", () => {
+  const conversation = (content: unknown) => ({
+    ...base,
+    messages: [
+      { role: "user", content: "q" },
+      { role: "assistant", content },
+    ],
+  });
+
+  it("accepts an earlier reply's refusal part and does not render it", () => {
+    const parts = [
+      { type: "text", text: "I can't help with " },
+      { type: "refusal", refusal: "That request is not allowed." },
+      { type: "text", text: "that." },
+    ];
+    expect(parse(conversation(parts)).messages[1]).toEqual({
+      role: "assistant",
+      content: "I can't help with that.",
+    });
+  });
+
+  it("refuses other part types in assistant content and refusal parts elsewhere", () => {
+    expect400(
+      () => parse(conversation([{ type: "image_url", image_url: { url: "x" } }])),
+      "messages[1].content[0].type",
+      /'image_url' are not supported in assistant messages; Hearth accepts 'text' and 'refusal' parts/,
+    );
+    expect400(
+      () => parse({ ...base, messages: [{ role: "user", content: [{ type: "refusal", refusal: "no" }] }] }),
+      "messages[0].content[0].type",
+      /'refusal' are not supported; Hearth accepts only 'text' parts/,
+    );
+  });
+});
