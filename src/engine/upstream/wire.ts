@@ -25,55 +25,33 @@ export interface KindTraits {
   ignoreEos: boolean;
   /** Generates `n` > 1 choices (Ollama's OpenAI layer ignores `n` and answers one). */
   multipleChoices: boolean;
-  /** Takes OpenAI's `tool_choice: {type: "allowed_tools"}` (else only the allowed tools are sent). */
-  allowedTools: boolean;
 }
 
 export const KIND_TRAITS: Readonly<Record<UpstreamKind, Readonly<KindTraits>>> = Object.freeze({
-  vllm: Object.freeze({
-    templateKwargs: true,
-    cacheSalt: true,
-    ignoreEos: true,
-    multipleChoices: true,
-    allowedTools: false,
-  }),
+  vllm: Object.freeze({ templateKwargs: true, cacheSalt: true, ignoreEos: true, multipleChoices: true }),
   // SGLang documents no per-tenant cache salt: its radix cache is shared, so routing keeps organizations apart.
-  sglang: Object.freeze({
-    templateKwargs: true,
-    cacheSalt: false,
-    ignoreEos: true,
-    multipleChoices: true,
-    allowedTools: false,
-  }),
+  sglang: Object.freeze({ templateKwargs: true, cacheSalt: false, ignoreEos: true, multipleChoices: true }),
   "llama-server": Object.freeze({
     templateKwargs: true,
     cacheSalt: false,
     ignoreEos: true,
     multipleChoices: true,
-    allowedTools: false,
   }),
   ollama: Object.freeze({
     templateKwargs: false,
     cacheSalt: false,
     ignoreEos: false,
     multipleChoices: false,
-    allowedTools: false,
   }),
-  hearth: Object.freeze({
-    templateKwargs: true,
-    cacheSalt: true,
-    ignoreEos: false,
-    multipleChoices: true,
-    allowedTools: true,
-  }),
-  openai: Object.freeze({
-    templateKwargs: false,
-    cacheSalt: false,
-    ignoreEos: false,
-    multipleChoices: true,
-    allowedTools: true,
-  }),
+  hearth: Object.freeze({ templateKwargs: true, cacheSalt: true, ignoreEos: false, multipleChoices: true }),
+  openai: Object.freeze({ templateKwargs: false, cacheSalt: false, ignoreEos: false, multipleChoices: true }),
 });
+
+/**
+ * The dialects that take OpenAI's `tool_choice: {type: "allowed_tools"}`; the others get only the allowed tools.
+ * (vLLM, SGLang, llama-server and Ollama document no such form.)
+ */
+const ALLOWED_TOOLS_KINDS: ReadonlySet<UpstreamKind> = new Set<UpstreamKind>(["openai", "hearth"]);
 
 export interface UpstreamRequestBodyOptions {
   /** The name the endpoint serves. */
@@ -129,7 +107,7 @@ export function upstreamRequestBody(
   if (cacheKey !== undefined && (options.kind === "openai" || options.kind === "hearth")) {
     body.prompt_cache_key = cacheKey;
   }
-  if (request.output !== undefined) Object.assign(body, outputFields(request.output, traits));
+  if (request.output !== undefined) Object.assign(body, outputFields(request.output, options.kind));
   return body;
 }
 
@@ -153,7 +131,7 @@ function wireMessage(message: ChatMessage): Record<string, unknown> {
 }
 
 /** response_format with the raw schema the client sent; tools only when there are some (else they are refused). */
-function outputFields(output: OutputRequest, traits: KindTraits): Record<string, unknown> {
+function outputFields(output: OutputRequest, kind: UpstreamKind): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   const { format } = output;
   if (format.type === "json_object") fields.response_format = { type: "json_object" };
@@ -167,7 +145,7 @@ function outputFields(output: OutputRequest, traits: KindTraits): Record<string,
     const choice = output.toolChoice;
     // An engine without allowed_tools gets only the allowed ones, with the mode as its tool_choice: the same calls
     // are possible, but its prompt lists fewer tools than the client sent (so its prefix cache differs per set).
-    const narrowed = typeof choice === "object" && "allowed" in choice && !traits.allowedTools;
+    const narrowed = typeof choice === "object" && "allowed" in choice && !ALLOWED_TOOLS_KINDS.has(kind);
     const tools = narrowed ? output.tools.filter((tool) => choice.allowed.includes(tool.name)) : output.tools;
     fields.tools = tools.map((tool) => {
       const fn: Record<string, unknown> = { name: tool.name };
