@@ -22,6 +22,7 @@ const MODEL = [
   "test/conformance/**/*.test.ts",
   "test/integration/app.test.ts",
   "test/integration/engine.test.ts",
+  "test/integration/prompt-cache-key.test.ts",
   "test/integration/model-lifecycle.test.ts",
   "test/integration/model-memory.test.ts",
   "test/integration/gpu-backend.test.ts",

@@ -6,6 +6,7 @@ import { clientLeftSignal, nodeBindings, readBodyText } from "../app/node-reques
 import type { SchemaBudget } from "../chat/schema-budget.js";
 import type { CompletionsService } from "../completions/completions-service.js";
 import type { RequestLimits } from "../config/schema.js";
+import { callsRequired } from "../engine/types.js";
 import { mapDomainError } from "../errors/domain-errors.js";
 import { parseJsonBody } from "../errors/validation.js";
 import { rateLimitHeaders } from "../limits/headers.js";
@@ -81,7 +82,7 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
       streamCompletion(writer, generation.events, meta, {
         n: parsed.n,
         includeUsage: parsed.includeUsage,
-        callsOnly: toolChoice === "required" || typeof toolChoice === "object",
+        callsOnly: callsRequired(toolChoice),
         keepAliveMs: deps.limits.keepAliveMs,
         onInvalid,
         onError: (err) => {

@@ -40,10 +40,69 @@ export const toolSchema = z.strictObject({
   }),
 });
 
-export const toolChoiceSchema = z.union([
-  z.enum(["none", "auto", "required"]),
-  z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: z.string() }) }),
-]);
+/** OpenAI's custom tools (free-text or grammar input) are a capability Hearth lacks: refused by name, not by shape. */
+const CUSTOM_TOOLS =
+  'Custom tools (type \'custom\') are not supported: Hearth calls functions only; declare the tool as {"type": "function", "function": {...}}.';
+
+/** A `tools` entry: a custom tool is named as unsupported instead of the literal mismatch on `type`. */
+export const toolEntrySchema = z
+  .unknown()
+  .superRefine((tool, ctx) => {
+    if (isObject(tool) && tool.type === "custom")
+      ctx.addIssue({ code: "custom", path: ["type"], message: CUSTOM_TOOLS });
+  })
+  .pipe(toolSchema);
+
+const namedFunction = z.strictObject({
+  type: z.literal("function"),
+  function: z.strictObject({ name: z.string() }),
+});
+
+const allowedTools = z.strictObject({
+  type: z.literal("allowed_tools"),
+  allowed_tools: z.strictObject({
+    mode: z.enum(["auto", "required"]),
+    tools: z.array(namedFunction).min(1),
+  }),
+});
+
+/** Every form OpenAI's chat API has, as the 400 for anything else lists them. */
+export const TOOL_CHOICE_FORMS =
+  `'none', 'auto', 'required', {"type": "function", "function": {"name": ...}}, and ` +
+  `{"type": "allowed_tools", "allowed_tools": {"mode": "auto" | "required", "tools": [{"type": "function", "function": {"name": ...}}, ...]}}`;
+
+/**
+ * A string outside the three, or an object of no known type, gets one message listing every accepted form; an
+ * object of a known type is checked by its own schema, so its 400 names the field inside it that is wrong.
+ */
+export const toolChoiceSchema = z
+  .unknown()
+  .superRefine((choice, ctx) => {
+    const known =
+      choice === "none" ||
+      choice === "auto" ||
+      choice === "required" ||
+      (isObject(choice) && (choice.type === "function" || choice.type === "allowed_tools"));
+    if (isObject(choice) && choice.type === "custom") {
+      ctx.addIssue({ code: "custom", message: `Invalid value for 'tool_choice': ${CUSTOM_TOOLS}` });
+    } else if (!known) {
+      ctx.addIssue({
+        code: "custom",
+        message: `Invalid value for 'tool_choice': ${JSON.stringify(choice)?.slice(0, 100)}. Supported values are: ${TOOL_CHOICE_FORMS}.`,
+      });
+    }
+  })
+  // Objects first: for an object, its own branch's issue (a path inside it) is the one reported.
+  .pipe(
+    z.union([
+      z.discriminatedUnion("type", [namedFunction, allowedTools]),
+      z.enum(["none", "auto", "required"]),
+    ]),
+  );
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
 
 /** An assistant message's earlier calls, sent back for the round trip. */
 export const assistantToolCallSchema = z.strictObject({
@@ -58,8 +117,8 @@ export function toToolCall(call: z.infer<typeof assistantToolCallSchema>): ToolC
 
 export interface OutputFields {
   response_format?: z.infer<typeof responseFormatSchema> | undefined;
-  tools?: z.infer<typeof toolSchema>[] | undefined;
-  tool_choice?: z.infer<typeof toolChoiceSchema> | undefined;
+  tools?: z.output<typeof toolSchema>[] | undefined;
+  tool_choice?: z.output<typeof toolChoiceSchema> | undefined;
   parallel_tool_calls?: boolean | undefined;
 }
 
@@ -132,14 +191,25 @@ function toolDefinition(tool: z.infer<typeof toolSchema>, index: number, meter: 
 function toChoice(choice: OutputFields["tool_choice"], tools: readonly ToolDefinition[]): ToolChoice {
   if (choice === undefined) return "auto";
   if (typeof choice === "string") return choice;
-  const name = choice.function.name;
+  if (choice.type === "function") {
+    return { name: declaredName(choice.function.name, tools, "tool_choice.function.name") };
+  }
+  const { mode, tools: listed } = choice.allowed_tools;
+  const allowed = listed.map((tool, i) =>
+    declaredName(tool.function.name, tools, `tool_choice.allowed_tools.tools[${i}].function.name`),
+  );
+  return { allowed: [...new Set(allowed)], mode };
+}
+
+/** A name tool_choice refers to must be one of `tools` (OpenAI's rule, and the grammar needs its schema). */
+function declaredName(name: string, tools: readonly ToolDefinition[], param: string): string {
   if (!tools.some((tool) => tool.name === name)) {
     throw new InvalidRequestError(
       `Invalid value for 'tool_choice': no function named '${name}' is specified in 'tools'.`,
-      "tool_choice.function.name",
+      param,
     );
   }
-  return { name };
+  return name;
 }
 
 function toFormat(format: OutputFields["response_format"], meter: BudgetMeter): ResponseFormat {

@@ -229,7 +229,6 @@ describe("parseChatRequest: accepted bodies", () => {
       service_tier: "auto",
       prediction: { type: "content", content: "draft" },
       safety_identifier: "hash",
-      prompt_cache_key: "k",
       logprobs: false,
       logit_bias: {},
     };
@@ -341,10 +340,10 @@ describe("parseChatRequest: body and top-level 400s", () => {
     ["metadata value a number", { metadata: { a: 1 } }, "metadata.a", /expected a string/],
     ["metadata an array", { metadata: ["a"] }, "metadata", /expected an object, but got an array/],
     [
-      "service_tier flex",
-      { service_tier: "flex" },
+      "service_tier unknown",
+      { service_tier: "turbo" },
       "service_tier",
-      "Invalid value for 'service_tier': 'flex'. Supported values are: 'auto' and 'default'.",
+      "Invalid value for 'service_tier': 'turbo'. Supported values are: 'auto', 'default', 'flex', 'scale', 'priority', and 'fast'.",
     ],
   ])("%s", (_, fields, param, message) => {
     expect400(() => withFields(fields), param, message);
@@ -370,9 +369,14 @@ describe("parseChatRequest: cross-field rules", () => {
       /expected a boolean, but got a string/,
     );
     expect400(
-      () => withFields({ stream: true, stream_options: { include_obfuscation: false } }),
+      () => withFields({ stream: true, stream_options: { include_obfuscation: "no" } }),
       "stream_options.include_obfuscation",
-      "Unrecognized argument supplied in 'stream_options': include_obfuscation",
+      /expected a boolean, but got a string/,
+    );
+    expect400(
+      () => withFields({ stream: true, stream_options: { include_padding: false } }),
+      "stream_options.include_padding",
+      "Unrecognized argument supplied in 'stream_options': include_padding",
     );
   });
 
@@ -608,9 +612,7 @@ describe("parseChatRequest: fields not supported", () => {
       "function_call",
       /'function_call' parameter is not supported/,
     ],
-    ["reasoning_effort", { reasoning_effort: "low" }, "reasoning_effort", /enable_thinking/],
     ["logit_bias of the wrong type", { logit_bias: { "1": "x" } }, "logit_bias.1", /expected a number/],
-    ["store true", { store: true }, "store", /does not store completions/],
     ["modalities", { modalities: ["text", "audio"] }, "modalities", /text only/],
     ["audio", { audio: { voice: "alloy", format: "mp3" } }, "audio", /text only/],
     ["web_search_options", { web_search_options: {} }, "web_search_options", /no web search/],

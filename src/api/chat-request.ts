@@ -12,9 +12,10 @@ import {
   parseOutputRequest,
   responseFormatSchema,
   toolChoiceSchema,
-  toolSchema,
+  toolEntrySchema,
   toToolCall,
 } from "./chat-request-output.js";
+import { openAiFieldsShape, refused, thinkingOf } from "./openai-fields.js";
 import { checkAssistantMessages, checkPromptChars, checkRequestSize, checkStop } from "./request-limits.js";
 
 /** The completions service's request plus what only the HTTP reply needs (streaming and its usage chunk). */
@@ -60,14 +61,6 @@ function dropNullFields(value: unknown): unknown {
 
 const nullAsAbsent = <T extends z.ZodType>(schema: T) => z.preprocess(dropNullFields, schema);
 
-/** A field Hearth refuses whenever it is present (null already means absent). */
-function refused(message: string) {
-  return z
-    .unknown()
-    .superRefine((_, ctx) => ctx.addIssue({ code: "custom", message }))
-    .optional();
-}
-
 /** OpenAI's bounds: at most 20 alternatives per position; at most 300 biased tokens, each by −100..100. */
 const TOP_LOGPROBS = 20;
 const LOGIT_BIAS_ENTRIES = 300;
@@ -99,7 +92,15 @@ const logitBiasSchema = z.record(z.string(), z.number()).superRefine((bias, ctx)
 
 const never = (field: string, why: string) => `The '${field}' parameter is not supported: ${why}`;
 
-const textPartSchema = z.strictObject({ type: z.literal("text"), text: z.string() });
+const textPartSchema = z.strictObject({
+  type: z.literal("text"),
+  text: z.string(),
+  // OpenAI's explicit cache breakpoint: Hearth caches every prefix anyway, so it is accepted and ignored.
+  prompt_cache_breakpoint: z.unknown().optional(),
+});
+
+/** An earlier reply's refusal, sent back in an assistant message: accepted, and (like `refusal`) not rendered. */
+const refusalPartSchema = z.strictObject({ type: z.literal("refusal"), refusal: z.string() });
 
 /** Names a non-text part as unsupported instead of the literal mismatch a plain text-part schema would report. */
 const contentPartSchema = z
@@ -115,7 +116,22 @@ const contentPartSchema = z
   })
   .pipe(textPartSchema);
 
+const assistantPartSchema = z
+  .looseObject({ type: z.string() })
+  .superRefine((part, ctx) => {
+    if (part.type !== "text" && part.type !== "refusal") {
+      ctx.addIssue({
+        code: "custom",
+        path: ["type"],
+        message: `Content parts of type '${part.type}' are not supported in assistant messages; Hearth accepts 'text' and 'refusal' parts.`,
+      });
+    }
+  })
+  .pipe(z.discriminatedUnion("type", [textPartSchema, refusalPartSchema]))
+  .transform((part) => (part.type === "text" ? part : { type: "text" as const, text: "" }));
+
 const contentSchema = z.union([z.string(), z.array(contentPartSchema).min(1)]);
+const assistantContentSchema = z.union([z.string(), z.array(assistantPartSchema).min(1)]);
 
 const messageSchema = nullAsAbsent(
   z.discriminatedUnion("role", [
@@ -124,10 +140,13 @@ const messageSchema = nullAsAbsent(
     z.strictObject({ role: z.literal("user"), content: contentSchema, name: z.string().optional() }),
     z.strictObject({
       role: z.literal("assistant"),
-      content: contentSchema.optional(),
+      content: assistantContentSchema.optional(),
       name: z.string().optional(),
       // Accepted so an earlier response can be sent back as it came; none is put back into the prompt.
       refusal: z.string().optional(),
+      // OpenAI's reference to an earlier audio reply: Hearth never made one, so there is nothing it could name.
+      audio: refused(never("messages[].audio", "Hearth produces text only.")),
+      function_call: refused(never("messages[].function_call", "use 'tool_calls' instead.")),
       reasoning: z.string().optional(),
       reasoning_content: z.string().optional(),
       tool_calls: z.array(assistantToolCallSchema).optional(),
@@ -150,27 +169,23 @@ const chatRequestSchema = nullAsAbsent(
     seed: z.int().optional(),
     stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
     stream: z.boolean().optional(),
-    stream_options: nullAsAbsent(z.strictObject({ include_usage: z.boolean().optional() })).optional(),
+    stream_options: nullAsAbsent(
+      // include_obfuscation: accepted and ignored (Hearth's chunks carry no `obfuscation` padding).
+      z.strictObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }),
+    ).optional(),
     chat_template_kwargs: nullAsAbsent(
       z.strictObject({ enable_thinking: z.boolean().optional() }),
     ).optional(),
     response_format: responseFormatSchema.optional(),
-    tools: z.array(toolSchema).min(1).optional(),
+    tools: z.array(toolEntrySchema).min(1).optional(),
     tool_choice: toolChoiceSchema.optional(),
     parallel_tool_calls: z.boolean().optional(),
-    functions: refused(never("functions", "use 'tools' instead.")),
-    function_call: refused(never("function_call", "use 'tool_choice' instead.")),
-    reasoning_effort: refused(never("reasoning_effort", "use chat_template_kwargs.enable_thinking instead.")),
     logprobs: z.boolean().optional(),
     top_logprobs: z.int().min(0).max(TOP_LOGPROBS).optional(),
     logit_bias: logitBiasSchema.optional(),
-    store: z
-      .boolean()
-      .refine((on) => !on, never("store", "Hearth does not store completions."))
-      .optional(),
-    modalities: refused(never("modalities", "Hearth produces text only.")),
-    audio: refused(never("audio", "Hearth produces text only.")),
-    web_search_options: refused(never("web_search_options", "Hearth has no web search.")),
+    // Accepted and ignored: Hearth keeps no completions to list or fetch later, whatever `store` says.
+    store: z.boolean().optional(),
+    ...openAiFieldsShape,
     // None of these changes what is generated; `user` is recorded with the usage (docs/compatibility.md).
     user: endUserSchema.optional(),
     safety_identifier: z.string().max(USER_ID_CHARS).optional(),
@@ -196,7 +211,8 @@ const chatRequestSchema = nullAsAbsent(
         }
       })
       .optional(),
-    service_tier: z.enum(["auto", "default"]).optional(),
+    // Accepted and ignored: Hearth has one tier.
+    service_tier: z.enum(["auto", "default", "flex", "scale", "priority", "fast"]).optional(),
     prediction: z.strictObject({ type: z.literal("content"), content: contentSchema }).optional(),
   }),
 );
@@ -254,8 +270,9 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
       // An empty stop string would match at once and end every generation: dropping it is the useful reading.
       stop: (typeof req.stop === "string" ? [req.stop] : (req.stop ?? [])).filter((s) => s !== ""),
     },
-    enableThinking: req.chat_template_kwargs?.enable_thinking ?? false,
+    enableThinking: thinkingOf(req.reasoning_effort, req.chat_template_kwargs?.enable_thinking),
   };
+  if (req.reasoning_effort !== undefined) parsed.reasoningEffort = req.reasoning_effort;
   if (req.logprobs === true) parsed.sampling.logprobs = req.top_logprobs ?? 0;
   const bias = Object.entries(req.logit_bias ?? {});
   if (bias.length > 0)
@@ -264,6 +281,8 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
   if (output !== undefined) parsed.output = output;
   if (req.user !== undefined) parsed.user = req.user;
   if (req.cache_salt !== undefined) parsed.cacheSalt = req.cache_salt;
+  if (req.prompt_cache_key !== undefined && req.prompt_cache_key !== "")
+    parsed.promptCacheKey = req.prompt_cache_key;
   return parsed;
 }
 

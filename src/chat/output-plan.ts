@@ -45,20 +45,33 @@ export const REASONING_INSTRUCTION =
 /** How the tools a request may use are presented, and how strongly a call is required. */
 interface ToolUse {
   tools: ToolDefinition[];
-  /** Tools the grammar allows (all of them, or the named one). */
+  /** Tools the grammar allows (all of them, the named one, or the allowed ones). */
   callable: ToolDefinition[];
   mode: "auto" | "required";
   parallel: boolean;
 }
 
+/**
+ * Every tool is shown to the model whatever `tool_choice` says (the prompt, and so its cached prefix, is the same
+ * for every choice, as OpenAI documents for allowed_tools); the choice narrows only what the grammar lets it call.
+ */
 function toolUse(output: OutputRequest | undefined): ToolUse | undefined {
   if (output === undefined || output.tools.length === 0 || output.toolChoice === "none") return undefined;
   const choice = output.toolChoice;
-  if (typeof choice === "object") {
-    const named = output.tools.filter((t) => t.name === choice.name);
-    return { tools: output.tools, callable: named, mode: "required", parallel: false };
+  const tools = output.tools;
+  if (typeof choice === "string") {
+    return { tools, callable: tools, mode: choice, parallel: output.parallelToolCalls };
   }
-  return { tools: output.tools, callable: output.tools, mode: choice, parallel: output.parallelToolCalls };
+  if ("name" in choice) {
+    return {
+      tools,
+      callable: tools.filter((t) => t.name === choice.name),
+      mode: "required",
+      parallel: false,
+    };
+  }
+  const callable = tools.filter((t) => choice.allowed.includes(t.name));
+  return { tools, callable, mode: choice.mode, parallel: output.parallelToolCalls };
 }
 
 export function toolFormatFor(capabilities: TemplateCapabilities): ToolCallFormat {

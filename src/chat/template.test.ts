@@ -63,7 +63,7 @@ const count = (haystack: string, needle: string) => haystack.split(needle).lengt
 function render(
   renderer: PromptRenderer,
   messages: ChatMessage[],
-  options: { enableThinking?: boolean; addGenerationPrompt?: boolean } = {},
+  options: { enableThinking?: boolean; addGenerationPrompt?: boolean; reasoningEffort?: string } = {},
 ): RenderedPrompt {
   const rendered = renderer.renderDetailed(messages, { enableThinking: false, ...options });
   expect(text(rendered.segments)).toBe(rendered.text);
@@ -156,6 +156,18 @@ describe("createPromptRenderer with SmolLM2's template", () => {
     ]);
     expect(rendered.text).toBe("[EMPTY][x]");
     expect(rendered.strategy).toBe("placeholders");
+  });
+
+  it("passes reasoning_effort when the request has one (gpt-oss style); undefined otherwise", () => {
+    const renderer = createPromptRenderer({
+      template:
+        "{% if reasoning_effort is defined %}Reasoning: {{ reasoning_effort }}{% else %}none{% endif %}|{{ enable_thinking }}",
+    });
+    const hi: ChatMessage[] = [{ role: "user", content: "Hi" }];
+    expect(render(renderer, hi, { enableThinking: true, reasoningEffort: "high" }).text).toBe(
+      "Reasoning: high|true",
+    );
+    expect(render(renderer, hi, { enableThinking: false }).text).toBe("none|false");
   });
 });
 

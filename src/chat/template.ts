@@ -29,6 +29,11 @@ export interface PromptRendererOptions {
 export interface RenderOptions {
   /** Always passed to the template, so templates that default to thinking (Qwen3) are told explicitly. */
   enableThinking: boolean;
+  /**
+   * The client's `reasoning_effort`, passed as the template's `reasoning_effort` when given (templates that size
+   * their reasoning by it, e.g. gpt-oss's, read it; the rest ignore an unused variable).
+   */
+  reasoningEffort?: string;
   /** Default true. */
   addGenerationPrompt?: boolean;
   /** Passed as the template's `tools` (OpenAI's `{type, function}` objects); absent: the variable is undefined. */
@@ -139,6 +144,8 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
       enable_thinking: renderOptions.enableThinking,
       [RAISE_FUNCTION]: raiseException,
     };
+    if (renderOptions.reasoningEffort !== undefined)
+      variables.reasoning_effort = renderOptions.reasoningEffort;
     // Tool JSON is client text too: every string in it (keys included) goes through the same mapping.
     if (renderOptions.tools !== undefined) {
       variables.tools = renderOptions.tools.map((tool) => ({

@@ -139,6 +139,8 @@ function toGenerationRequest(
     // The organization scopes the prefix cache (never shared across organizations) and is the fairness key.
     cacheScope: orgId,
     ...(request.cacheSalt === undefined ? {} : { cacheSalt: request.cacheSalt }),
+    ...(request.promptCacheKey === undefined ? {} : { promptCacheKey: request.promptCacheKey }),
+    ...(request.reasoningEffort === undefined ? {} : { reasoningEffort: request.reasoningEffort }),
     ...(request.user === undefined ? {} : { user: request.user }),
     signal,
     ...(request.output === undefined ? {} : { output: request.output }),

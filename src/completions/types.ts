@@ -1,6 +1,12 @@
 // What the completions service takes and gives: a validated request, who asks, and the admitted completion.
 import type { Principal } from "../auth/principal.js";
-import type { ChatMessage, Generation, OutputRequest, SamplingParams } from "../engine/types.js";
+import type {
+  ChatMessage,
+  Generation,
+  OutputRequest,
+  ReasoningEffort,
+  SamplingParams,
+} from "../engine/types.js";
 import type { RateSnapshot } from "../limits/types.js";
 
 /** A chat completion request, validated by the API layer (wire-independent). */
@@ -11,12 +17,16 @@ export interface CompletionRequest {
   /** `seed` undefined: the service draws a random one (the library's default would be the clock). */
   sampling: Omit<SamplingParams, "seed"> & { seed: number | undefined };
   enableThinking: boolean;
+  /** The client's `reasoning_effort` (already folded into `enableThinking`), for the template and upstreams. */
+  reasoningEffort?: ReasoningEffort;
   /** JSON mode or tools: the reply is constrained (absent for free text). */
   output?: OutputRequest;
   /** The caller's id for its end user (OpenAI's `user`): recorded with the usage, forwarded to upstream engines. */
   user?: string;
   /** Prefix-cache reuse only between requests with the same salt (always within the organization). */
   cacheSalt?: string;
+  /** OpenAI's `prompt_cache_key`: prefix affinity among the organization's requests with the same key. */
+  promptCacheKey?: string;
 }
 
 /** Who asks, and the request's life outside the engine. */

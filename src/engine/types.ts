@@ -43,7 +43,22 @@ export type ResponseFormat =
       compiled: CompiledSchema;
     };
 
-export type ToolChoice = "none" | "auto" | "required" | { name: string };
+/**
+ * `none`, `auto`, `required`; one named function (a call to it is required); or OpenAI's `allowed_tools`: only the
+ * listed functions may be called (by grammar), with `mode` auto or required. Every tool is still shown to the model.
+ */
+export type ToolChoice =
+  | "none"
+  | "auto"
+  | "required"
+  | { name: string }
+  | { allowed: readonly string[]; mode: "auto" | "required" };
+
+/** Whether the reply must be tool calls: `required`, a named function, or allowed_tools in mode required. */
+export function callsRequired(choice: ToolChoice | undefined): boolean {
+  if (choice === undefined || typeof choice === "string") return choice === "required";
+  return !("mode" in choice) || choice.mode === "required";
+}
 
 /** What the reply must look like; absent means free text. Enforced by grammar (src/chat/output-plan.ts). */
 export interface OutputRequest {
@@ -77,10 +92,27 @@ export interface SamplingParams {
   logitBias?: ReadonlyMap<number, number>;
 }
 
+/** OpenAI's `reasoning_effort` values (openai-node 7.x `ReasoningEffort`). */
+export const REASONING_EFFORTS = Object.freeze([
+  "none",
+  "minimal",
+  "low",
+  "medium",
+  "high",
+  "xhigh",
+  "max",
+] as const);
+export type ReasoningEffort = (typeof REASONING_EFFORTS)[number];
+
 export interface GenerationRequest {
   model: string;
   messages: ChatMessage[];
   enableThinking: boolean;
+  /**
+   * The client's `reasoning_effort`, already folded into `enableThinking` by the API (none/minimal: off, else on).
+   * Passed to the chat template as `reasoning_effort` and forwarded to upstream engines in their dialect.
+   */
+  reasoningEffort?: ReasoningEffort;
   n: number;
   sampling: SamplingParams;
   /**
@@ -93,6 +125,11 @@ export interface GenerationRequest {
    * requests with the same salt. Fairness stays per `cacheScope`.
    */
   cacheSalt?: string;
+  /**
+   * OpenAI's `prompt_cache_key`: requests with the same key (within `cacheScope`, never across organizations)
+   * are routed to the same endpoint and prefer the same embedded slot, so their shared prefix stays cached.
+   */
+  promptCacheKey?: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
   /** OpenAI's `user` (the caller's end-user id): upstream engines receive it; it never changes what is generated. */

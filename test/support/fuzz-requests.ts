@@ -160,11 +160,16 @@ const VALID: Record<string, (rng: Rng, model: string) => Json> = {
   prediction: () => ({ type: "content", content: "x" }),
   // Only with logprobs: true (validRequest drops it otherwise).
   top_logprobs: (rng) => Math.floor(rng() * 21),
+  // Accepted: reasoning_effort maps onto thinking; the others are accepted and ignored.
+  reasoning_effort: (rng) => pick(rng, ["none", "minimal", "low", "medium", "high", "xhigh", "max"]),
+  modalities: () => ["text"],
+  verbosity: (rng) => pick(rng, ["low", "medium", "high"]),
+  prompt_cache_retention: (rng) => pick(rng, ["in_memory", "24h"]),
+  prompt_cache_options: () => ({ mode: "implicit", ttl: "30m" }),
+  moderation: () => ({ model: "omni-moderation-latest", policy: { input: { mode: "score" } } }),
   // Refused whenever present: any value gives a 400.
   functions: () => [],
   function_call: () => "auto",
-  reasoning_effort: () => "low",
-  modalities: () => ["text"],
   audio: () => ({}),
   web_search_options: () => ({}),
 };
@@ -301,14 +306,7 @@ function validRequest(rng: Rng, model: string): Record<string, Json> {
     if (field === "model" || field === "messages" || field === "max_tokens") continue;
     if (
       field === "max_completion_tokens" ||
-      [
-        "functions",
-        "function_call",
-        "reasoning_effort",
-        "modalities",
-        "audio",
-        "web_search_options",
-      ].includes(field)
+      ["functions", "function_call", "audio", "web_search_options"].includes(field)
     )
       continue;
     if (rng() < 0.08) request[field] = (VALID[field] as (r: Rng, m: string) => Json)(rng, model);
@@ -319,6 +317,8 @@ function validRequest(rng: Rng, model: string): Record<string, Json> {
     delete request.tool_choice;
     delete request.parallel_tool_calls;
   }
+  // The two thinking switches must agree (a 400 otherwise): a valid request keeps one.
+  if (request.reasoning_effort !== undefined) delete request.chat_template_kwargs;
   return request;
 }
 

@@ -8,6 +8,8 @@ import type { CachedSequence, SlotPool } from "./slot-pool.js";
 export interface Admittable {
   /** Prefix-cache scope (the organization, or the organization and its salt). */
   readonly scope: string;
+  /** The prompt_cache_key within `scope` (undefined without one): the slot last used with it is preferred. */
+  readonly cacheKey?: string | undefined;
   /** Fairness key (the organization). */
   readonly tenant: string;
   readonly prompt: readonly number[];
@@ -92,7 +94,9 @@ export class Admission<T extends Admittable> {
     // Runs every engine step: with nothing queued, skip copying each sequence's cached tokens.
     while (this.queue.length > 0) {
       const views = pool.views();
-      const taken = this.queue.take(({ item }) => chooseSlots(views, item.prompt, item.scope, item.n));
+      const taken = this.queue.take(({ item }) =>
+        chooseSlots(views, item.prompt, item.scope, item.n, item.cacheKey),
+      );
       if (taken === undefined) return;
       const { item: waiting, lease } = taken;
       this.leave(waiting);

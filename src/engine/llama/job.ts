@@ -1,6 +1,6 @@
 // One request inside a runner, from the queue to its usage event: its prompt, lease, choices and stream.
 import type { Token } from "node-llama-cpp";
-import { cacheScopeOf } from "../cache-scope.js";
+import { cacheScopeOf, scopedCacheKey } from "../cache-scope.js";
 import { Channel } from "../channel.js";
 import type { Generation, GenerationEvent, GenerationRequest } from "../types.js";
 import type { Admittable } from "./admission.js";
@@ -45,6 +45,9 @@ export class Job implements Admittable {
   /** While running: the signal's listener that cancels the job. */
   onAbort: (() => void) | undefined;
 
+  /** The request's prompt_cache_key within its scope (undefined without one): which slot it prefers. */
+  readonly cacheKey: string | undefined;
+
   constructor(
     prepared: LlamaPreparedRequest,
     readonly settle: Settle,
@@ -53,6 +56,7 @@ export class Job implements Admittable {
     this.prompt = prepared.prompt;
     this.maxTokens = prepared.maxTokensPerChoice;
     this.output = prepared.output;
+    this.cacheKey = scopedCacheKey(this.request);
   }
 
   /** The prefix-cache scope: the organization, narrowed by its salt when the client sent one. */

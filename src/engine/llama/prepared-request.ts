@@ -77,6 +77,7 @@ export class RequestPreparer {
     const promptPlan = planPrompt(request.messages, request.output, request.enableThinking, capabilities);
     const rendered = await renderer.renderDetailed(promptPlan.messages, {
       enableThinking: request.enableThinking,
+      ...(request.reasoningEffort === undefined ? {} : { reasoningEffort: request.reasoningEffort }),
       ...(promptPlan.templateTools === undefined ? {} : { tools: promptPlan.templateTools }),
     });
     const segments: PromptSegment[] = [...rendered.segments];

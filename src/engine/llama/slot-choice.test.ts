@@ -99,3 +99,42 @@ describe("chooseSlots", () => {
     expect(chooseSlots([slot(0), slot(1, { busy: true })], [1], "a", 2)).toBeUndefined();
   });
 });
+
+describe("chooseSlots with a prompt_cache_key", () => {
+  const system = [1, 2, 3];
+  const chat = (q: number) => [...system, ...Array.from({ length: KEEP_SUFFIX + 2 }, (_, i) => q + i)];
+
+  it("takes the slot its key last used when no slot shares a longer prefix", () => {
+    const slots = [
+      slot(0, { tokens: chat(100), scope: "a", key: "K", lastUsed: 1 }),
+      slot(1, { tokens: chat(200), scope: "a", key: "L", lastUsed: 2 }),
+    ];
+    const prompt = chat(300);
+    // Both share the system prompt: the key's slot wins the tie, and no other key's cache is overwritten for a copy.
+    expect(chooseSlots(slots, prompt, "a", 1, "L")).toEqual({ primary: 1, others: [], reusable: 3 });
+    // Without a key the least recently used slot is the copy source and the prompt goes on in the other.
+    expect(chooseSlots(slots, prompt, "a", 1)).toEqual({ primary: 1, others: [], reusable: 3, source: 0 });
+    // A longer prefix elsewhere still wins over the key.
+    expect(chooseSlots(slots, [...chat(100).slice(0, 6), 7, 7], "a", 1, "L")?.primary).toBe(0);
+  });
+
+  it("overwrites other keys' caches last", () => {
+    const slots = [
+      slot(0, { tokens: [50, 51], scope: "a", key: "K", lastUsed: 1 }),
+      slot(1, { tokens: [60, 61], scope: "a", lastUsed: 2 }),
+      slot(2, { tokens: [70, 71], scope: "b", key: "M", lastUsed: 3 }),
+    ];
+    // Another organization's keyed request shares no prefix: the unkeyed slot goes, not the least recently used.
+    expect(chooseSlots(slots, [9, 9], "c", 1, "N")).toEqual({ primary: 1, others: [], reusable: 0 });
+    expect(chooseSlots(slots, [9, 9], "c", 2, "N")).toEqual({ primary: 1, others: [0], reusable: 0 });
+    // Without a key: the least recently used, as before.
+    expect(chooseSlots(slots, [9, 9], "c", 1)?.primary).toBe(0);
+    // Only other keys' slots free: one of them is overwritten rather than waiting.
+    expect(chooseSlots([slots[0] as SlotView, slots[2] as SlotView], [9, 9], "c", 1, "N")?.primary).toBe(0);
+  });
+
+  it("an empty slot still goes before any held cache", () => {
+    const slots = [slot(0, { tokens: [50], scope: "a", key: "N", lastUsed: 1 }), slot(1)];
+    expect(chooseSlots(slots, [9, 9], "a", 1, "N")?.primary).toBe(1);
+  });
+});

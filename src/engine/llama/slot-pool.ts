@@ -13,6 +13,8 @@ export interface Slot<S extends CachedSequence> {
   busy: boolean;
   /** Cache scope (organization) of the tokens the sequence holds: a prefix is reused only within it. */
   scope: string | undefined;
+  /** The scoped prompt_cache_key of the request that last used it (undefined: none). */
+  key: string | undefined;
   /** While busy: the tenant (organization) holding it, for the queue's sequence share. */
   holder: string | undefined;
   /** When it was last freed (the pool's clock; 0: never used): the least recently used cache goes first. */
@@ -30,6 +32,7 @@ export class SlotPool<S extends CachedSequence> {
       sequence,
       busy: false,
       scope: undefined,
+      key: undefined,
       holder: undefined,
       lastUsed: 0,
     }));
@@ -58,6 +61,7 @@ export class SlotPool<S extends CachedSequence> {
       id: s.id,
       busy: s.busy,
       scope: s.scope,
+      key: s.key,
       tokens: s.busy ? [] : s.sequence.contextTokens,
       lastUsed: s.lastUsed,
     }));

@@ -203,6 +203,7 @@ export class StepLoop {
       await sequence.eraseContextTokenRanges([{ start: reusable, end: sequence.nextTokenIndex }]);
     }
     primary.scope = job.scope;
+    primary.key = job.cacheKey;
     job.prefillPos = reusable;
     job.cachedTokens = reusable;
     job.prepared = true;
@@ -222,6 +223,7 @@ export class StepLoop {
     const slots = [primary, ...lease.others.map((id) => this.options.pool.slot(id))];
     for (const slot of slots.slice(1)) {
       slot.scope = job.scope;
+      slot.key = job.cacheKey;
       const copied = await copySequenceState(slot.sequence, primary.sequence, upTo);
       if (!copied) {
         // The copy is a library internal: fall back to evaluating the prompt again.

@@ -105,3 +105,27 @@ describe("chooseEndpoint", () => {
     expect(chooseEndpoint(endpoints([0, 0]), key, new Set([0, 1]))).toBeUndefined();
   });
 });
+
+describe("affinityKey with a prompt_cache_key", () => {
+  it("keys on the organization and the key instead of the conversation", () => {
+    const keyed = affinityKey("org-a", conversation("Where is my order?"), "user-42");
+    expect(affinityKey("org-a", conversation("Something else entirely"), "user-42")).toBe(keyed);
+    expect(affinityKey("org-a", conversation("Where is my order?"), "user-43")).not.toBe(keyed);
+    expect(affinityKey("org-a", conversation("Where is my order?"))).not.toBe(keyed);
+  });
+
+  it("never lets another organization's same key share the ranking", () => {
+    const keyed = affinityKey("org-a", conversation("q"), "shared");
+    expect(affinityKey("org-b", conversation("q"), "shared")).not.toBe(keyed);
+    // Length-prefixed: an organization id cannot absorb part of another's key.
+    expect(affinityKey("org-a\0key", [], "x")).not.toBe(affinityKey("org-a", [], "key\0x"));
+  });
+
+  it("sends every request with one key to the same endpoint while it is under its load bound", () => {
+    const pool = endpoints([0, 0, 0, 0]);
+    const chosen = new Set(
+      ["a", "b", "c", "d", "e"].map((q) => chooseEndpoint(pool, affinityKey("org-a", conversation(q), "k"))),
+    );
+    expect(chosen.size).toBe(1);
+  });
+});

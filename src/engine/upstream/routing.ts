@@ -18,14 +18,21 @@ export interface RoutableEndpoint {
 }
 
 /**
- * The affinity key of a request: the organization, then the leading system messages and the first other
- * message, cut at AFFINITY_PREFIX_CHARS. The organization is always hashed in, so two organizations sending the
- * same conversation get unrelated rankings (their caches never become each other's business).
+ * The affinity key of a request: the organization, then the client's `prompt_cache_key` when it sent one (OpenAI's
+ * way of saying which requests share a prefix), else the leading system messages and the first other message, cut
+ * at AFFINITY_PREFIX_CHARS. The organization is always hashed in, so two organizations sending the same
+ * conversation or the same key get unrelated rankings (their caches never become each other's business).
  */
-export function affinityKey(orgId: string, messages: readonly ChatMessage[]): string {
+export function affinityKey(
+  orgId: string,
+  messages: readonly ChatMessage[],
+  promptCacheKey?: string,
+): string {
   const hash = createHash("sha256");
   // Length-prefixed, so no organization id can be made to collide with another's id plus a prompt.
   hash.update(`${orgId.length}:${orgId}\0`);
+  // Tagged apart from a conversation's text, which starts with a role: a key never collides with a prompt.
+  if (promptCacheKey !== undefined) return hash.update(`key\0${promptCacheKey}`).digest("hex");
   let budget = AFFINITY_PREFIX_CHARS;
   for (const message of messages) {
     if (budget <= 0) break;

@@ -153,7 +153,7 @@ export class UpstreamEngine implements Engine {
     if (output?.tools !== undefined && output.tools.length > 0 && output.toolChoice !== "none") {
       if (model.pool.cannotCallTools()) throw new ToolsUnsupportedError(request.model);
     }
-    const key = affinityKey(request.cacheScope, request.messages);
+    const key = affinityKey(request.cacheScope, request.messages, request.promptCacheKey);
     // Without a TPM pre-charge the count only bounds the budget: an estimate does, without a round trip.
     const counted =
       request.exactPromptCount === false ? estimateOf(request) : await this.countPrompt(model, request, key);
@@ -175,7 +175,11 @@ export class UpstreamEngine implements Engine {
 
   async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
     const model = this.model(request.model);
-    return this.countPrompt(model, request, affinityKey(request.cacheScope, request.messages));
+    return this.countPrompt(
+      model,
+      request,
+      affinityKey(request.cacheScope, request.messages, request.promptCacheKey),
+    );
   }
 
   async enqueue(prepared: PreparedRequest): Promise<Generation> {

@@ -1,6 +1,7 @@
 // The wire to upstream chat-completion engines: the body Hearth sends each dialect, their errors, their model lists.
 import type { UpstreamKindSetting } from "../../config/schema.js";
-import type { ChatMessage, GenerationRequest, OutputRequest, ToolChoice } from "../types.js";
+import { scopedCacheKey } from "../cache-scope.js";
+import type { ChatMessage, GenerationRequest, OutputRequest, ReasoningEffort, ToolChoice } from "../types.js";
 import { isRecord } from "./upstream-error.js";
 
 export { UpstreamStreamDecoder, type UpstreamStreamDecoderOptions } from "./stream-decoder.js";
@@ -46,6 +47,12 @@ export const KIND_TRAITS: Readonly<Record<UpstreamKind, Readonly<KindTraits>>> =
   openai: Object.freeze({ templateKwargs: false, cacheSalt: false, ignoreEos: false, multipleChoices: true }),
 });
 
+/**
+ * The dialects that take OpenAI's `tool_choice: {type: "allowed_tools"}`; the others get only the allowed tools.
+ * (vLLM, SGLang, llama-server and Ollama document no such form.)
+ */
+const ALLOWED_TOOLS_KINDS: ReadonlySet<UpstreamKind> = new Set<UpstreamKind>(["openai", "hearth"]);
+
 export interface UpstreamRequestBodyOptions {
   /** The name the endpoint serves. */
   model: string;
@@ -89,12 +96,18 @@ export function upstreamRequestBody(
   // Token ids of the upstream's own vocabulary: the upstream judges them (its 400 is relayed).
   if (sampling.logitBias !== undefined) body.logit_bias = Object.fromEntries(sampling.logitBias);
   // Sent when false too: some templates (Qwen3) think unless told not to, and Hearth's default is off.
-  if (traits.templateKwargs) body.chat_template_kwargs = { enable_thinking: request.enableThinking };
+  Object.assign(body, thinkingFields(request, options.kind));
   if (traits.cacheSalt && options.cacheSalt !== "") body.cache_salt = options.cacheSalt;
   // OpenAI's own field, which every dialect accepts (vLLM and SGLang take it, llama-server and Ollama ignore it);
   // a Hearth worker records it with its usage. As the client sent it: the organization stays with the gateway.
   if (request.user !== undefined && request.user !== "") body.user = request.user;
-  if (request.output !== undefined) Object.assign(body, outputFields(request.output));
+  // OpenAI's own cache routing and a Hearth worker's slot affinity: the key scoped to the organization and hashed,
+  // so one organization's key never meets another's upstream and the upstream never learns organization ids.
+  const cacheKey = scopedCacheKey(request);
+  if (cacheKey !== undefined && (options.kind === "openai" || options.kind === "hearth")) {
+    body.prompt_cache_key = cacheKey;
+  }
+  if (request.output !== undefined) Object.assign(body, outputFields(request.output, options.kind));
   return body;
 }
 
@@ -118,7 +131,7 @@ function wireMessage(message: ChatMessage): Record<string, unknown> {
 }
 
 /** response_format with the raw schema the client sent; tools only when there are some (else they are refused). */
-function outputFields(output: OutputRequest): Record<string, unknown> {
+function outputFields(output: OutputRequest, kind: UpstreamKind): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   const { format } = output;
   if (format.type === "json_object") fields.response_format = { type: "json_object" };
@@ -129,20 +142,58 @@ function outputFields(output: OutputRequest): Record<string, unknown> {
     };
   }
   if (output.tools.length > 0) {
-    fields.tools = output.tools.map((tool) => {
+    const choice = output.toolChoice;
+    // An engine without allowed_tools gets only the allowed ones, with the mode as its tool_choice: the same calls
+    // are possible, but its prompt lists fewer tools than the client sent (so its prefix cache differs per set).
+    const narrowed = typeof choice === "object" && "allowed" in choice && !ALLOWED_TOOLS_KINDS.has(kind);
+    const tools = narrowed ? output.tools.filter((tool) => choice.allowed.includes(tool.name)) : output.tools;
+    fields.tools = tools.map((tool) => {
       const fn: Record<string, unknown> = { name: tool.name };
       if (tool.description !== undefined) fn.description = tool.description;
       if (tool.parameters !== undefined) fn.parameters = tool.parameters;
       return { type: "function", function: fn };
     });
-    fields.tool_choice = wireToolChoice(output.toolChoice);
+    fields.tool_choice = narrowed ? choice.mode : wireToolChoice(choice);
     fields.parallel_tool_calls = output.parallelToolCalls;
   }
   return fields;
 }
 
 function wireToolChoice(choice: ToolChoice): unknown {
-  return typeof choice === "string" ? choice : { type: "function", function: { name: choice.name } };
+  if (typeof choice === "string") return choice;
+  if ("name" in choice) return { type: "function", function: { name: choice.name } };
+  const tools = choice.allowed.map((name) => ({ type: "function", function: { name } }));
+  return { type: "allowed_tools", allowed_tools: { mode: choice.mode, tools } };
+}
+
+/** The `reasoning_effort` values vLLM's and SGLang's request schemas take (on/off travels in the template kwargs). */
+const THREE_EFFORTS: readonly ReasoningEffort[] = ["low", "medium", "high"];
+
+/**
+ * The thinking switch in each dialect. `enable_thinking` is sent when false too: some templates (Qwen3) think
+ * unless told not to, and Hearth's default is off. `reasoning_effort`, when the client sent one: as it came to
+ * OpenAI and Hearth; in vLLM's and SGLang's own field when it is a value they take; to the templates of engines that
+ * render with kwargs (a template that sizes its reasoning by it reads it); to Ollama in the four values it takes.
+ */
+function thinkingFields(request: GenerationRequest, kind: UpstreamKind): Record<string, unknown> {
+  const effort = request.reasoningEffort;
+  const fields: Record<string, unknown> = {};
+  if (KIND_TRAITS[kind].templateKwargs) {
+    fields.chat_template_kwargs =
+      effort === undefined || kind === "hearth"
+        ? { enable_thinking: request.enableThinking }
+        : { enable_thinking: request.enableThinking, reasoning_effort: effort };
+  }
+  if (effort === undefined) return fields;
+  if (kind === "openai" || kind === "hearth") fields.reasoning_effort = effort;
+  if ((kind === "vllm" || kind === "sglang") && THREE_EFFORTS.includes(effort))
+    fields.reasoning_effort = effort;
+  if (kind === "ollama") fields.reasoning_effort = request.enableThinking ? ollamaEffort(effort) : "none";
+  return fields;
+}
+
+function ollamaEffort(effort: ReasoningEffort): string {
+  return effort === "xhigh" || effort === "max" ? "high" : effort;
 }
 
 export interface ModelsInfo {
