@@ -5,12 +5,14 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { generationRequest } from "../../../test/support/generation-request.js";
 import type { UpstreamModelConfig } from "../../config/schema.js";
+import { mapDomainError } from "../../errors/domain-errors.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
 import {
   ContextOverflowError,
   QueueFullError,
   QueueTimeoutError,
   RequestAbortedError,
+  SamplingFieldUnsupportedError,
   ToolsUnsupportedError,
   TooManyChoicesError,
 } from "../errors.js";
@@ -591,6 +593,32 @@ describe("UpstreamEngine", () => {
     await expect(ollama.prepare(request("org-a"))).resolves.toBeDefined();
     const vllm = await engineFor([worker.url], { kind: "vllm" });
     await expect(vllm.prepare(twoChoices)).resolves.toBeDefined();
+  });
+
+  it("refuses vLLM's sampling extensions (400 naming the field) before sending them to OpenAI or Ollama", async () => {
+    const worker = await startUpstream("good");
+    const base = request("org-a");
+    const cases = [
+      ["top_k", { topK: 40 }],
+      ["min_p", { minP: 0.1 }],
+      ["repetition_penalty", { repetitionPenalty: 1.1 }],
+    ] as const;
+    for (const kind of ["openai", "ollama"] as const) {
+      const engine = await engineFor([worker.url], { kind });
+      for (const [field, sampling] of cases) {
+        const asked = { ...base, sampling: { ...base.sampling, ...sampling } };
+        const err = await engine.prepare(asked).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(SamplingFieldUnsupportedError);
+        expect(mapDomainError(err)).toMatchObject({ status: 400, param: field });
+        expect((err as Error).message).toContain(`'${field}'`);
+      }
+      await expect(engine.prepare(base)).resolves.toBeDefined();
+    }
+    for (const kind of ["vllm", "sglang", "llama-server", "hearth"] as const) {
+      const engine = await engineFor([worker.url], { kind });
+      const asked = { ...base, sampling: { ...base.sampling, topK: 40, minP: 0.1, repetitionPenalty: 1.1 } };
+      await expect(engine.prepare(asked)).resolves.toBeDefined();
+    }
   });
 
   it("drains: refuses new requests at once and resolves when the running ones have ended", async () => {
