@@ -254,7 +254,8 @@ describe("CompletionsService", () => {
       topK: 40,
       minP: 0.05,
       repetitionPenalty: 1.1,
-      maxTokens: 8,
+      maxTokens: undefined,
+      defaultMaxTokens: 8,
     });
     const set = { ...omitted, temperature: 0, topP: 1, topK: 0, minP: 0, repetitionPenalty: 1, maxTokens: 3 };
     await service.start(() => request({ sampling: set }), caller);

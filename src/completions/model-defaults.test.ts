@@ -32,7 +32,9 @@ describe("withModelDefaults", () => {
       topK: 20,
       minP: 0.05,
       repetitionPenalty: 1.1,
-      maxTokens: 256,
+      // A bound the engine fits to the context, not the request's max_tokens (which would refuse a long prompt).
+      maxTokens: undefined,
+      defaultMaxTokens: 256,
     });
   });
 
@@ -49,10 +51,13 @@ describe("withModelDefaults", () => {
       repetitionPenalty: 1,
       maxTokens: 5,
     });
+    expect(resolved).not.toHaveProperty("defaultMaxTokens");
   });
 
   it("max_completion_tokens counts as the request's max_tokens", () => {
-    expect(withModelDefaults(sampled({ max_completion_tokens: 7 }), { max_tokens: 256 }).maxTokens).toBe(7);
+    const resolved = withModelDefaults(sampled({ max_completion_tokens: 7 }), { max_tokens: 256 });
+    expect(resolved.maxTokens).toBe(7);
+    expect(resolved).not.toHaveProperty("defaultMaxTokens");
   });
 
   it("mixes per field: what the request set, the model's default for the rest", () => {

@@ -28,18 +28,18 @@ export function samplingFields(wire: Omit<SamplingDefaults, "max_tokens">): Samp
 
 /**
  * The request's sampling with the model's defaults in every field the request left out (a field the request sets
- * always wins), then OpenAI's temperature 1 and top_p 1 where neither set them.
+ * always wins), then OpenAI's temperature 1 and top_p 1 where neither set them. A default max_tokens goes to
+ * `defaultMaxTokens` (a bound the engine fits to the context), the request's own to `maxTokens`.
  */
 export function withModelDefaults(
   sampling: RequestedSampling,
   defaults: SamplingDefaults | undefined,
 ): Omit<SamplingParams, "seed"> & { seed: number | undefined } {
   const fromModel = defaults === undefined ? {} : samplingFields(defaults);
-  const maxTokens = sampling.maxTokens ?? defaults?.max_tokens;
-  return {
-    ...OPENAI_DEFAULTS,
-    ...fromModel,
-    ...sampling,
-    maxTokens,
-  };
+  const resolved = { ...OPENAI_DEFAULTS, ...fromModel, ...sampling };
+  // A default max_tokens bounds the reply but never refuses a long prompt: the engine caps it to the context.
+  if (sampling.maxTokens === undefined && defaults?.max_tokens !== undefined) {
+    resolved.defaultMaxTokens = defaults.max_tokens;
+  }
+  return resolved;
 }

@@ -75,6 +75,11 @@ export interface SamplingParams {
   seed: number;
   /** Generated tokens per choice; undefined = up to the end of the sequence's context. */
   maxTokens: number | undefined;
+  /**
+   * The model's default `max_tokens` (its `defaults`), for a request that named none: at most this many tokens, fewer
+   * when the context has less room after the prompt (vLLM's rule for its generation config), never a refusal.
+   */
+  defaultMaxTokens?: number;
   /** Up to 4 strings; generation stops before them and they never appear in the output. */
   stop: string[];
   /** Benchmarks only: never stop on an end-of-generation token. */

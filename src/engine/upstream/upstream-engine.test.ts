@@ -519,6 +519,24 @@ describe("UpstreamEngine", () => {
     expect(prepared.maxTokensPerChoice).toBe(2048 - prepared.promptTokens);
   });
 
+  it("fits a model's default max_tokens to the context and sends it; never refuses for it", async () => {
+    const worker = await startUpstream("good", { vllm: true });
+    const engine = await engineFor([worker.url], { kind: "auto" });
+    const withDefault = (defaultMaxTokens: number) => ({
+      ...request("org-a"),
+      sampling: { ...request("org-a").sampling, maxTokens: undefined, defaultMaxTokens },
+    });
+    // The probed context is 100 and the prompt counts 42: a default of 1000 is fitted to the 58 left.
+    const capped = await engine.prepare(withDefault(1000));
+    expect(capped).toMatchObject({ promptTokens: 42, maxTokensPerChoice: 58 });
+    expect(capped.request.sampling.maxTokens).toBe(58);
+    const small = await engine.prepare(withDefault(8));
+    expect(small.maxTokensPerChoice).toBe(8);
+    const { error } = await run(engine, withDefault(8));
+    expect(error).toBeUndefined();
+    expect(worker.bodies.at(-1)).toMatchObject({ max_tokens: 8 });
+  });
+
   it("counts the prompt with the endpoint's tokenize route and refuses what does not fit the probed context", async () => {
     const worker = await startUpstream("good", { vllm: true });
     const engine = await engineFor([worker.url], { kind: "auto" });

@@ -185,10 +185,21 @@ export class UpstreamEngine implements Engine {
         throw new ContextOverflowError(contextSize, counted.tokens, asked);
       }
     }
-    const maxTokensPerChoice =
-      asked ??
-      (contextSize === undefined ? DEFAULT_UPSTREAM_MAX_TOKENS : Math.max(1, contextSize - counted.tokens));
-    return new UpstreamPreparedRequest(request, counted.tokens, maxTokensPerChoice, key, counted.exact);
+    const room =
+      contextSize === undefined ? DEFAULT_UPSTREAM_MAX_TOKENS : Math.max(1, contextSize - counted.tokens);
+    const { defaultMaxTokens } = request.sampling;
+    const fitted =
+      defaultMaxTokens === undefined || contextSize === undefined
+        ? defaultMaxTokens
+        : Math.min(defaultMaxTokens, room);
+    const maxTokensPerChoice = asked ?? fitted ?? room;
+    // The model's default max_tokens, fitted to the context, is sent as the request's (the engine's own would not
+    // know Hearth's default).
+    const sent =
+      asked === undefined && defaultMaxTokens !== undefined
+        ? { ...request, sampling: { ...request.sampling, maxTokens: maxTokensPerChoice } }
+        : request;
+    return new UpstreamPreparedRequest(sent, counted.tokens, maxTokensPerChoice, key, counted.exact);
   }
 
   async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
