@@ -537,6 +537,24 @@ describe("UpstreamEngine", () => {
     expect(worker.bodies.at(-1)).toMatchObject({ max_tokens: 8 });
   });
 
+  it("sends llama-server a penalty window as long as the prompt and the output can get", async () => {
+    const worker = await startUpstream("good", { llamaToolCalls: true });
+    const engine = await engineFor([worker.url], { kind: "llama-server", contextSize: 2048 });
+    // An estimated count (the fake has no llama-server tokenize route), as without a TPM limit.
+    const asked = {
+      ...request("org-a"),
+      exactPromptCount: false,
+      sampling: { ...request("org-a").sampling, repetitionPenalty: 1.2 },
+    };
+    const prepared = await engine.prepare(asked);
+    const { error } = await run(engine, asked);
+    expect(error).toBeUndefined();
+    expect(worker.bodies.at(-1)).toMatchObject({
+      repeat_penalty: 1.2,
+      repeat_last_n: prepared.promptTokens + prepared.maxTokensPerChoice,
+    });
+  });
+
   it("counts the prompt with the endpoint's tokenize route and refuses what does not fit the probed context", async () => {
     const worker = await startUpstream("good", { vllm: true });
     const engine = await engineFor([worker.url], { kind: "auto" });
@@ -632,9 +650,21 @@ describe("UpstreamEngine", () => {
       }
       await expect(engine.prepare(base)).resolves.toBeDefined();
     }
+    // Each accepting kind on a worker that answers as that engine does (its probes and tokenize route).
+    const workers = {
+      vllm: await startUpstream("good", { vllm: true }),
+      sglang: worker,
+      "llama-server": await startUpstream("good", { llamaToolCalls: true }),
+      hearth: await startUpstream("good", { hearth: true }),
+    };
     for (const kind of ["vllm", "sglang", "llama-server", "hearth"] as const) {
-      const engine = await engineFor([worker.url], { kind });
-      const asked = { ...base, sampling: { ...base.sampling, topK: 40, minP: 0.1, repetitionPenalty: 1.1 } };
+      const engine = await engineFor([workers[kind].url], { kind });
+      // An estimated count: these fakes have no tokenize route of the kind's shape.
+      const asked = {
+        ...base,
+        exactPromptCount: false,
+        sampling: { ...base.sampling, topK: 40, minP: 0.1, repetitionPenalty: 1.1 },
+      };
       await expect(engine.prepare(asked)).resolves.toBeDefined();
     }
   });

@@ -176,18 +176,21 @@ describe("upstreamRequestBody", () => {
       min_p: 0.05,
       repetition_penalty: 1.1,
     });
-    const sent = (kind: UpstreamKind) => upstreamRequestBody(asked, { model: "m", kind, cacheSalt: "s" });
+    const sent = (kind: UpstreamKind) =>
+      upstreamRequestBody(asked, { model: "m", kind, cacheSalt: "s", penaltyWindow: 300 });
     for (const kind of ["vllm", "sglang", "hearth"] as const) {
       expect(sent(kind)).toMatchObject({ top_k: 20, min_p: 0.05, repetition_penalty: 1.1 });
       expect(sent(kind)).not.toHaveProperty("repeat_penalty");
     }
-    // llama-server: repeat_penalty, over the whole context as vLLM's covers the prompt and the output.
+    // llama-server: repeat_penalty, over a window as long as prompt + max_tokens (vLLM's covers both).
     expect(sent("llama-server")).toMatchObject({
       top_k: 20,
       min_p: 0.05,
       repeat_penalty: 1.1,
-      repeat_last_n: -1,
+      repeat_last_n: 300,
     });
+    for (const kind of ["vllm", "sglang", "hearth"] as const)
+      expect(sent(kind)).not.toHaveProperty("repeat_last_n");
     expect(sent("llama-server")).not.toHaveProperty("repetition_penalty");
     for (const kind of ["openai", "ollama"] as const) {
       for (const field of ["top_k", "min_p", "repetition_penalty", "repeat_penalty"]) {

@@ -34,7 +34,7 @@ export interface KindTraits {
 
 /** Where an engine takes vLLM's sampling extensions in its request body. */
 export interface SamplingWireNames {
-  /** llama-server's `repeat_penalty` (applied over its `repeat_last_n` window, sent as −1: the whole context). */
+  /** llama-server's `repeat_penalty` (applied over its `repeat_last_n` window: the request's `penaltyWindow`). */
   repetitionPenalty: "repetition_penalty" | "repeat_penalty";
 }
 
@@ -86,6 +86,11 @@ export interface UpstreamRequestBodyOptions {
   kind: UpstreamKind;
   /** The organization's prefix-cache scope, sent where the engine isolates its cache by salt. */
   cacheSalt: string;
+  /**
+   * The prompt's and the output's tokens together at most (prompt count + max_tokens): llama-server's penalty
+   * window (`repeat_last_n`), so its repeat penalty covers the whole prompt and output as vLLM's does.
+   */
+  penaltyWindow?: number;
 }
 
 /**
@@ -122,7 +127,9 @@ export function upstreamRequestBody(
   }
   // Token ids of the upstream's own vocabulary: the upstream judges them (its 400 is relayed).
   if (sampling.logitBias !== undefined) body.logit_bias = Object.fromEntries(sampling.logitBias);
-  if (traits.sampling !== undefined) Object.assign(body, samplingExtensionFields(sampling, traits.sampling));
+  if (traits.sampling !== undefined) {
+    Object.assign(body, samplingExtensionFields(sampling, traits.sampling, options.penaltyWindow));
+  }
   // Sent when false too: some templates (Qwen3) think unless told not to, and Hearth's default is off.
   if (traits.templateKwargs) body.chat_template_kwargs = { enable_thinking: request.enableThinking };
   if (traits.cacheSalt && options.cacheSalt !== "") body.cache_salt = options.cacheSalt;
@@ -140,14 +147,18 @@ export function upstreamRequestBody(
 function samplingExtensionFields(
   sampling: SamplingParams,
   names: SamplingWireNames,
+  penaltyWindow: number | undefined,
 ): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   if (sampling.topK !== undefined) fields.top_k = sampling.topK === 0 ? -1 : sampling.topK;
   if (sampling.minP !== undefined) fields.min_p = sampling.minP;
   if (sampling.repetitionPenalty !== undefined) {
     fields[names.repetitionPenalty] = sampling.repetitionPenalty;
-    // llama-server penalises the last 64 tokens by default; vLLM the whole prompt and output.
-    if (names.repetitionPenalty === "repeat_penalty") fields.repeat_last_n = -1;
+    // llama-server penalises the last 64 tokens of prompt and output by default, vLLM all of them. Its window is a
+    // ring buffer allocated at that size (and −1 is refused): it is sent as long as the request can get.
+    if (names.repetitionPenalty === "repeat_penalty" && penaltyWindow !== undefined) {
+      fields.repeat_last_n = penaltyWindow;
+    }
   }
   return fields;
 }
