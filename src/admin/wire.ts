@@ -289,6 +289,8 @@ export function modelWire(entry: CatalogueEntry) {
     context_size: config.contextSize,
     parallel: config.parallel,
     keep_alive: config.keepAlive ?? null,
+    /** Sampling applied when a request leaves the field out (hearth.yaml `defaults`). */
+    defaults: config.defaults ?? null,
     /** From hearth.yaml (else added at run time). */
     seeded: entry.seeded,
     state: health?.state ?? "unloaded",

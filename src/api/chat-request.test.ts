@@ -36,9 +36,8 @@ describe("parseChatRequest: accepted bodies", () => {
       stream: false,
       includeUsage: false,
       n: 1,
+      // temperature and top_p left out: the model's defaults fill them, else OpenAI's 1 (model-defaults.ts).
       sampling: {
-        temperature: 1,
-        topP: 1,
         frequencyPenalty: 0,
         presencePenalty: 0,
         seed: undefined,
@@ -47,6 +46,26 @@ describe("parseChatRequest: accepted bodies", () => {
       },
       enableThinking: false,
     });
+  });
+
+  it("maps vLLM's sampling extensions; top_k -1 and 0 both leave top-k out", () => {
+    expect(withFields({ top_k: 40, min_p: 0.05, repetition_penalty: 1.1 }).sampling).toMatchObject({
+      topK: 40,
+      minP: 0.05,
+      repetitionPenalty: 1.1,
+    });
+    expect(withFields({ top_k: -1 }).sampling.topK).toBe(0);
+    expect(withFields({ top_k: 0 }).sampling.topK).toBe(0);
+    expect(withFields({ top_k: 1, min_p: 0, repetition_penalty: 0.01 }).sampling).toMatchObject({
+      topK: 1,
+      minP: 0,
+      repetitionPenalty: 0.01,
+    });
+    expect(withFields({ min_p: 1 }).sampling.minP).toBe(1);
+    const omitted = parse(base).sampling;
+    for (const field of ["temperature", "topP", "topK", "minP", "repetitionPenalty"]) {
+      expect(omitted).not.toHaveProperty(field);
+    }
   });
 
   it("maps every supported field", () => {
@@ -107,6 +126,9 @@ describe("parseChatRequest: accepted bodies", () => {
       [
         "temperature",
         "top_p",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
         "frequency_penalty",
         "presence_penalty",
         "n",
@@ -256,7 +278,11 @@ describe("parseChatRequest: body and top-level 400s", () => {
   });
 
   it("rejects an unknown top-level field with OpenAI's message", () => {
-    expect400(() => withFields({ top_k: 40 }), "top_k", "Unrecognized request argument supplied: top_k");
+    expect400(
+      () => withFields({ mirostat: 2 }),
+      "mirostat",
+      "Unrecognized request argument supplied: mirostat",
+    );
   });
 
   it.each<[string, Record<string, unknown>, string, RegExp | string]>([
@@ -292,6 +318,28 @@ describe("parseChatRequest: body and top-level 400s", () => {
     ],
     ["top_p 0", { top_p: 0 }, "top_p", "Invalid 'top_p': expected a value > 0, but got 0 instead."],
     ["top_p above 1", { top_p: 1.1 }, "top_p", /<= 1, but got 1.1/],
+    [
+      "top_k below -1",
+      { top_k: -2 },
+      "top_k",
+      "Invalid 'top_k': expected a value >= -1, but got -2 instead.",
+    ],
+    ["top_k a decimal", { top_k: 2.5 }, "top_k", /'top_k': expected an integer/],
+    ["top_k a string", { top_k: "40" }, "top_k", /expected a number, but got a string/],
+    [
+      "min_p below 0",
+      { min_p: -0.1 },
+      "min_p",
+      "Invalid 'min_p': expected a value >= 0, but got -0.1 instead.",
+    ],
+    ["min_p above 1", { min_p: 1.5 }, "min_p", /'min_p': expected a value <= 1, but got 1.5/],
+    [
+      "repetition_penalty 0",
+      { repetition_penalty: 0 },
+      "repetition_penalty",
+      "Invalid 'repetition_penalty': expected a value > 0, but got 0 instead.",
+    ],
+    ["repetition_penalty negative", { repetition_penalty: -1 }, "repetition_penalty", /> 0, but got -1/],
     ["frequency_penalty above 2", { frequency_penalty: 3 }, "frequency_penalty", /<= 2, but got 3/],
     ["frequency_penalty below -2", { frequency_penalty: -2.5 }, "frequency_penalty", />= -2, but got -2.5/],
     ["presence_penalty below -2", { presence_penalty: -3 }, "presence_penalty", />= -2, but got -3/],

@@ -2,7 +2,9 @@
 import { z } from "zod";
 import { isWellFormedApiKey } from "../auth/api-key.js";
 import type { SchemaBudget } from "../chat/schema-budget.js";
+import { samplingFields } from "../completions/model-defaults.js";
 import type { CompletionRequest } from "../completions/types.js";
+import { SAMPLING_FIELDS } from "../config/sampling-defaults.js";
 import { type RequestLimits, requestLimitsSchema } from "../config/schema.js";
 import type { ChatMessage } from "../engine/types.js";
 import { InvalidRequestError } from "../errors/api-error.js";
@@ -159,13 +161,17 @@ const chatRequestSchema = nullAsAbsent(
   z.strictObject({
     model: z.string().min(1),
     messages: z.array(messageSchema).min(1),
-    temperature: z.number().min(0).max(2).optional(),
-    top_p: z.number().gt(0).max(1).optional(),
+    temperature: SAMPLING_FIELDS.temperature.optional(),
+    top_p: SAMPLING_FIELDS.top_p.optional(),
+    // vLLM's sampling extensions (sent through `extra_body` by OpenAI's SDKs): vLLM's ranges and meaning.
+    top_k: SAMPLING_FIELDS.top_k.optional(),
+    min_p: SAMPLING_FIELDS.min_p.optional(),
+    repetition_penalty: SAMPLING_FIELDS.repetition_penalty.optional(),
     frequency_penalty: z.number().min(-2).max(2).optional(),
     presence_penalty: z.number().min(-2).max(2).optional(),
     n: z.int().min(1).optional(),
-    max_tokens: z.int().min(1).optional(),
-    max_completion_tokens: z.int().min(1).optional(),
+    max_tokens: SAMPLING_FIELDS.max_tokens.optional(),
+    max_completion_tokens: SAMPLING_FIELDS.max_tokens.optional(),
     seed: z.int().optional(),
     stop: z.union([z.string(), z.array(z.string()).max(4)]).optional(),
     stream: z.boolean().optional(),
@@ -260,8 +266,8 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
     includeUsage: req.stream_options?.include_usage ?? false,
     n,
     sampling: {
-      temperature: req.temperature ?? 1,
-      topP: req.top_p ?? 1,
+      // Left out when the request leaves them out: the model's `defaults` fill them (src/completions/).
+      ...samplingFields(req),
       frequencyPenalty: req.frequency_penalty ?? 0,
       presencePenalty: req.presence_penalty ?? 0,
       // The engine's seed is unsigned 32-bit; any safe integer (negative too) maps onto it deterministically.

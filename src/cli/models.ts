@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { readAdminToken } from "../admin/admin-token.js";
 import type { ListWire, ModelWire } from "../admin/wire.js";
 import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
+import type { SamplingDefaults } from "../config/sampling-defaults.js";
 import { type HearthConfig, type ModelConfig, modelConfigSchema } from "../config/schema.js";
 import type { AcceleratorState } from "../engine/types.js";
 import { ModelFetchError } from "../models/errors.js";
@@ -26,6 +27,8 @@ interface ModelRow {
   progress?: string;
   /** Added at run time (not in hearth.yaml). */
   added?: boolean;
+  /** Sampling applied when a request leaves the field out; null: none. */
+  defaults: SamplingDefaults | null;
 }
 
 /** Errors whose message is the whole story; anything else is still printed as one line, never with a stack. */
@@ -70,7 +73,14 @@ async function describeModel(
     path,
     gpu: health?.engine?.gpu ?? null,
     gpuLayers: gpuLayers ?? null,
+    defaults: model.defaults ?? null,
   };
+}
+
+/** "temperature=0.2 top_p=0.9", or "-" for none. */
+function defaultsCell(defaults: SamplingDefaults | null | undefined): string {
+  const set = Object.entries(defaults ?? {}).filter(([, value]) => value !== undefined);
+  return set.length === 0 ? "-" : set.map(([field, value]) => `${field}=${value}`).join(" ");
 }
 
 /** "cpu", "cuda, 12 layers"; "-" while the server does not say (not running, or the model not loaded yet). */
@@ -97,6 +107,7 @@ function gib(bytes: number): string {
 interface UpstreamRow {
   id: string;
   upstream: { model: string; endpoints: { url: string; health: string }[] };
+  defaults: SamplingDefaults | null;
 }
 
 /** The server's /health body, as far as the CLI reads it. */
@@ -137,6 +148,7 @@ interface ServedModel {
   source?: string;
   contextSize?: number;
   parallel?: number;
+  defaults?: SamplingDefaults | null;
 }
 
 /** "downloading 12.3/90.1 MB", "loading 40%", "ready", or the failure. */
@@ -171,6 +183,7 @@ async function servedModels(
         source: m.source,
         contextSize: m.context_size,
         parallel: m.parallel,
+        defaults: m.defaults,
       }));
     } catch {
       // No server, or a token it does not take: /health still tells the states.
@@ -204,6 +217,7 @@ async function describeModels(
             source: m.source,
             contextSize: m.contextSize,
             parallel: m.parallel,
+            ...(m.defaults === undefined || m.defaults === null ? {} : { defaults: m.defaults }),
           }),
         ],
   );
@@ -231,6 +245,7 @@ function describeUpstreamModels(config: HearthConfig, health: HealthBody | undef
     const seen = health?.models?.find((h) => h.id === m.id)?.endpoints ?? [];
     return {
       id: m.id,
+      defaults: m.defaults ?? null,
       upstream: {
         model: m.upstream.model,
         endpoints: m.upstream.endpoints.map(({ url }) => {
@@ -305,6 +320,7 @@ export function registerModelsCommands(
           "GPU",
           "CACHED",
           ...(states ? ["STATE", "PROGRESS"] : []),
+          "DEFAULTS",
           "PATH",
         ];
         const lines = rows.map((r) => [
@@ -315,14 +331,22 @@ export function registerModelsCommands(
           gpuCell(r),
           r.cached ? "yes" : "no",
           ...(states ? [r.state ?? "not served", r.progress ?? ""] : []),
+          defaultsCell(r.defaults),
           r.path,
         ]);
         if (lines.length > 0) out(`${table([header, ...lines])}\n${engineLine(config, health)}\n`);
         if (upstream.length > 0) {
           const endpointLines = upstream.flatMap((m) =>
-            m.upstream.endpoints.map((e) => [m.id, m.upstream.model, e.url, e.health]),
+            m.upstream.endpoints.map((e) => [
+              m.id,
+              m.upstream.model,
+              defaultsCell(m.defaults),
+              e.url,
+              e.health,
+            ]),
           );
-          out(`${table([["ID", "UPSTREAM MODEL", "ENDPOINT", "HEALTH"], ...endpointLines])}\n`);
+          const header = ["ID", "UPSTREAM MODEL", "DEFAULTS", "ENDPOINT", "HEALTH"];
+          out(`${table([header, ...endpointLines])}\n`);
         }
       } catch (error) {
         fail(error);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Principal } from "../auth/principal.js";
+import type { SamplingDefaults } from "../config/sampling-defaults.js";
 import { Channel } from "../engine/channel.js";
 import {
   ContextOverflowError,
@@ -36,9 +37,17 @@ class RecordingEngine implements Engine {
   refuseEnqueue: Error | undefined;
   lastRequest: GenerationRequest | undefined;
   readonly stream = new Channel<GenerationEvent>();
+  defaults: SamplingDefaults | undefined;
 
   listModels() {
-    return [{ id: "m", contextSize: 100, created: 0 }];
+    return [
+      {
+        id: "m",
+        contextSize: 100,
+        created: 0,
+        ...(this.defaults === undefined ? {} : { defaults: this.defaults }),
+      },
+    ];
   }
   isReady() {
     return this.ready;
@@ -225,5 +234,45 @@ describe("CompletionsService", () => {
     expect(Number.isInteger(drawn)).toBe(true);
     await service.start(() => request({ sampling: { ...request().sampling, seed: 42 } }), caller);
     expect(engine.lastRequest?.sampling.seed).toBe(42);
+  });
+
+  it("fills what the request left out from the model's defaults, before the engine prepares it", async () => {
+    const { engine, service, caller } = setup();
+    engine.defaults = {
+      temperature: 0.2,
+      top_p: 0.9,
+      top_k: 40,
+      min_p: 0.05,
+      repetition_penalty: 1.1,
+      max_tokens: 8,
+    };
+    const omitted = { frequencyPenalty: 0, presencePenalty: 0, seed: 1, maxTokens: undefined, stop: [] };
+    await service.start(() => request({ sampling: omitted }), caller);
+    expect(engine.lastRequest?.sampling).toMatchObject({
+      temperature: 0.2,
+      topP: 0.9,
+      topK: 40,
+      minP: 0.05,
+      repetitionPenalty: 1.1,
+      maxTokens: undefined,
+      defaultMaxTokens: 8,
+    });
+    const set = { ...omitted, temperature: 0, topP: 1, topK: 0, minP: 0, repetitionPenalty: 1, maxTokens: 3 };
+    await service.start(() => request({ sampling: set }), caller);
+    expect(engine.lastRequest?.sampling).toMatchObject({
+      temperature: 0,
+      topP: 1,
+      topK: 0,
+      minP: 0,
+      repetitionPenalty: 1,
+      maxTokens: 3,
+    });
+  });
+
+  it("without defaults: temperature 1 and top_p 1 where the request left them out, no extension set", async () => {
+    const { engine, service, caller } = setup();
+    const omitted = { frequencyPenalty: 0, presencePenalty: 0, seed: 1, maxTokens: undefined, stop: [] };
+    await service.start(() => request({ sampling: omitted }), caller);
+    expect(engine.lastRequest?.sampling).toEqual({ ...omitted, temperature: 1, topP: 1 });
   });
 });

@@ -2,12 +2,13 @@
 // the order every refusal must come (all before the 200). No HTTP here.
 import { randomInt } from "node:crypto";
 import { RequestAbortedError } from "../engine/errors.js";
-import type { Engine, Generation, GenerationRequest, PromptCount } from "../engine/types.js";
+import type { Engine, Generation, GenerationRequest, ModelInfo, PromptCount } from "../engine/types.js";
 import { mapDomainError } from "../errors/domain-errors.js";
 import { limitsTokens } from "../limits/org-rate-limiter.js";
 import type { RateLimiter, RequestCharge } from "../limits/types.js";
 import type { Accounting } from "./accounting.js";
 import type { ModelAccess } from "./model-access.js";
+import { withModelDefaults } from "./model-defaults.js";
 import type { Completion, CompletionCaller, CompletionRequest } from "./types.js";
 
 export interface CompletionsDeps {
@@ -50,9 +51,9 @@ export class CompletionsService {
   ): Promise<{ count: PromptCount; request: R }> {
     return this.counted(caller, async () => {
       const request = await read();
-      await this.deps.access.assertCallable(caller.principal, request.model);
+      const model = await this.deps.access.assertCallable(caller.principal, request.model);
       const count = await this.deps.engine.countPromptTokens(
-        toGenerationRequest(request, caller.principal.orgId, caller.signal),
+        toGenerationRequest(request, model, caller.principal.orgId, caller.signal),
       );
       return { count, request };
     });
@@ -83,10 +84,10 @@ export class CompletionsService {
   ): Promise<Completion> {
     const { engine, access, limiter, accounting } = this.deps;
     const { principal, signal } = caller;
-    await access.assertCallable(principal, request.model);
+    const model = await access.assertCallable(principal, request.model);
 
     const prepared = await engine.prepare({
-      ...toGenerationRequest(request, principal.orgId, signal),
+      ...toGenerationRequest(request, model, principal.orgId, signal),
       // Only a TPM pre-charge needs the exact count first (an upstream engine asks its endpoint for it).
       exactPromptCount: limitsTokens(principal),
     });
@@ -95,7 +96,8 @@ export class CompletionsService {
     // Every choice may use its whole budget. Without max_tokens the budget is the rest of the context: an upper
     // bound, which the limiter may lower to the TPM limit (but never below the prompt).
     const tokens = prepared.promptTokens + prepared.maxTokensPerChoice * request.n;
-    const bound = request.sampling.maxTokens === undefined ? { minTokens: prepared.promptTokens } : {};
+    const bound =
+      prepared.request.sampling.maxTokens === undefined ? { minTokens: prepared.promptTokens } : {};
     const admission = await limiter.admitTokens(charge, tokens, bound);
 
     let generation: Generation;
@@ -125,17 +127,20 @@ function clientsDoing(err: unknown): boolean {
   return mapDomainError(err).status < 500;
 }
 
+/** The engine's request: the model's sampling defaults fill what the request left out (here, once the model is known). */
 function toGenerationRequest(
   request: CompletionRequest,
+  model: ModelInfo,
   orgId: string,
   signal: AbortSignal,
 ): GenerationRequest {
+  const sampling = withModelDefaults(request.sampling, model.defaults);
   return {
     model: request.model,
     messages: request.messages,
     enableThinking: request.enableThinking,
     n: request.n,
-    sampling: { ...request.sampling, seed: request.sampling.seed ?? randomInt(2 ** 31) },
+    sampling: { ...sampling, seed: sampling.seed ?? randomInt(2 ** 31) },
     // The organization scopes the prefix cache (never shared across organizations) and is the fairness key.
     cacheScope: orgId,
     ...(request.cacheSalt === undefined ? {} : { cacheSalt: request.cacheSalt }),

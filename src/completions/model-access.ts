@@ -26,12 +26,13 @@ export class ModelAccess {
   }
 
   /**
-   * Throws unless the principal may call the model and the engine can serve it now; a granted model that is
-   * unloaded starts loading (on demand) and the caller is told to retry.
+   * The model (with its sampling defaults) unless the principal may not call it or the engine cannot serve it now
+   * (throws); a granted model that is unloaded starts loading (on demand) and the caller is told to retry.
    */
-  async assertCallable(principal: Principal, model: string): Promise<void> {
-    await this.find(principal, model);
+  async assertCallable(principal: Principal, model: string): Promise<ModelInfo> {
+    const found = await this.find(principal, model);
     const health = this.engine.demand?.(model) ?? this.engine.health().find((h) => h.model === model);
     if (health !== undefined && !health.ready) throw new EngineNotReadyError(model, health.detail);
+    return found;
   }
 }

@@ -8,6 +8,14 @@ import type {
   SamplingParams,
 } from "../engine/types.js";
 import type { RateSnapshot } from "../limits/types.js";
+import type { SamplingFields } from "./model-defaults.js";
+
+/**
+ * The request's sampling: the fields a model's `defaults` may fill are absent when the request leaves them out
+ * (temperature, top_p, top_k, min_p, repetition_penalty; max_tokens undefined).
+ */
+export type RequestedSampling = Omit<SamplingParams, "seed" | "temperature" | "topP"> &
+  SamplingFields & { seed: number | undefined };
 
 /** A chat completion request, validated by the API layer (wire-independent). */
 export interface CompletionRequest {
@@ -15,7 +23,7 @@ export interface CompletionRequest {
   messages: ChatMessage[];
   n: number;
   /** `seed` undefined: the service draws a random one (the library's default would be the clock). */
-  sampling: Omit<SamplingParams, "seed"> & { seed: number | undefined };
+  sampling: RequestedSampling;
   enableThinking: boolean;
   /** The client's `reasoning_effort` (already folded into `enableThinking`), for the template and upstreams. */
   reasoningEffort?: ReasoningEffort;

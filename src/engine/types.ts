@@ -1,5 +1,6 @@
 // The Engine port: what the API asks of an inference engine, independent of HTTP, orgs and node-llama-cpp.
 import type { CompiledSchema } from "../chat/compiled-schema.js";
+import type { SamplingDefaults } from "../config/sampling-defaults.js";
 import type { Channel } from "./channel.js";
 
 /** One message of the conversation, already validated by the API layer. */
@@ -73,12 +74,27 @@ export interface SamplingParams {
   /** 0 = greedy. */
   temperature: number;
   topP: number;
+  /**
+   * vLLM's sampling extensions, each absent when neither the request nor the model's `defaults` set it (an embedded
+   * model then leaves it out of sampling; an upstream engine is not sent it and applies its own default).
+   * `topK`: the k most likely tokens only; 0 = no top-k. `minP`: only tokens at least minP × the most likely
+   * token's probability (after temperature). `repetitionPenalty`: tokens of the prompt and the output so far have
+   * positive logits divided by it and negative ones multiplied (1 = none).
+   */
+  topK?: number;
+  minP?: number;
+  repetitionPenalty?: number;
   frequencyPenalty: number;
   presencePenalty: number;
   /** Seed of choice 0; choice i uses seed + i. Always set (the API draws a random one when absent). */
   seed: number;
   /** Generated tokens per choice; undefined = up to the end of the sequence's context. */
   maxTokens: number | undefined;
+  /**
+   * The model's default `max_tokens` (its `defaults`), for a request that named none: at most this many tokens, fewer
+   * when the context has less room after the prompt (vLLM's rule for its generation config), never a refusal.
+   */
+  defaultMaxTokens?: number;
   /** Up to 4 strings; generation stops before them and they never appear in the output. */
   stop: string[];
   /** Benchmarks only: never stop on an end-of-generation token. */
@@ -239,6 +255,8 @@ export interface ModelInfo {
   id: string;
   contextSize: number;
   created: number;
+  /** The model's sampling defaults (hearth.yaml `defaults`), applied to the fields a request leaves out. */
+  defaults?: SamplingDefaults;
 }
 
 /** One endpoint of an upstream model right now. `url` has no credentials (keys travel in headers). */

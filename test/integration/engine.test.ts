@@ -318,6 +318,15 @@ describe("llama engine on the real model", () => {
     expect(result.texts[0]).toMatch(/4/);
   });
 
+  it("fits a model's default max_tokens to the context instead of refusing the prompt", async () => {
+    const withDefault = (defaultMaxTokens: number) =>
+      request("hi", { sampling: { ...sampling({ maxTokens: undefined }), defaultMaxTokens } });
+    const open = await engine.prepare(request("hi", { sampling: sampling({ maxTokens: undefined }) }));
+    const fitted = await engine.prepare(withDefault(100_000));
+    expect(fitted.maxTokensPerChoice).toBe(open.maxTokensPerChoice);
+    expect((await engine.prepare(withDefault(7))).maxTokensPerChoice).toBe(7);
+  });
+
   it("refuses prompt + max_tokens beyond the context in prepare, before anything is queued", async () => {
     const decodesBefore = runner.stats.decodes;
     await expect(

@@ -5,6 +5,9 @@ import { readFileSync, realpathSync } from "node:fs";
 import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SamplingParams } from "../../src/engine/types.js";
+import { upstreamRequestBody } from "../../src/engine/upstream/wire.js";
+import { generationRequest, greedySampling } from "../support/generation-request.js";
 import {
   defaultModelPath,
   ensureLlamaServer,
@@ -163,5 +166,42 @@ describe("llama-server built from node-llama-cpp's source", () => {
       "libllama.so",
     ]);
     for (const path of resolved.values()) expect(path.startsWith(`${PREBUILT}/`)).toBe(true);
+  });
+
+  /** The text llama-server streams for the body Hearth's wire builds for a llama-server upstream. */
+  async function viaHearthsWire(sampling: Partial<SamplingParams>): Promise<string> {
+    const request = generationRequest(ALIAS, {
+      messages: [{ role: "user", content: "Tell me about the sea." }],
+      sampling: greedySampling({ maxTokens: 24, ...sampling }),
+    });
+    // As the upstream engine sends it: the window is the prompt's count plus max_tokens (here a bound on both).
+    const body = upstreamRequestBody(request, {
+      model: ALIAS,
+      kind: "llama-server",
+      cacheSalt: "",
+      penaltyWindow: 2048,
+    });
+    const response = await postJson("/v1/chat/completions", body);
+    const text = await response.text();
+    expect(response.status, text).toBe(200);
+    const chunks = sseData(text)
+      .slice(0, -1)
+      .map((d) => JSON.parse(d) as SseChunk);
+    return chunks.map((c) => c.choices?.[0]?.delta?.content ?? "").join("");
+  }
+
+  it("takes vLLM's sampling extensions by the names Hearth sends a llama-server upstream", async () => {
+    const greedy = await viaHearthsWire({ temperature: 0 });
+    expect(greedy.length).toBeGreaterThan(0);
+    // At temperature 1.5 a draw over the vocabulary wanders; top_k 1, or min_p 1, leaves only the likeliest token.
+    for (const seed of [1, 2]) {
+      expect(await viaHearthsWire({ temperature: 1.5, topK: 1, seed })).toBe(greedy);
+      expect(await viaHearthsWire({ temperature: 1.5, minP: 1, seed })).toBe(greedy);
+    }
+    const wandering = await Promise.all([1, 2, 3].map((seed) => viaHearthsWire({ temperature: 1.5, seed })));
+    expect(wandering.some((text) => text !== greedy)).toBe(true);
+    // repeat_penalty (with repeat_last_n covering prompt and output) changes the greedy text; 1 leaves it.
+    expect(await viaHearthsWire({ temperature: 0, repetitionPenalty: 1 })).toBe(greedy);
+    expect(await viaHearthsWire({ temperature: 0, repetitionPenalty: 3 })).not.toBe(greedy);
   });
 });

@@ -18,8 +18,23 @@ interface AddOptions {
   parallel?: number;
   keepAlive?: string;
   maxQueue?: number;
+  defaults?: Record<string, unknown>;
   wait: boolean;
   json?: boolean;
+}
+
+/** `--defaults`: a JSON object; its fields are checked by the server (the config's schema, a 400 naming one). */
+function jsonObject(value: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new InvalidArgumentError('expected a JSON object such as {"temperature":0.7,"top_k":40}');
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new InvalidArgumentError('expected a JSON object such as {"temperature":0.7,"top_k":40}');
+  }
+  return parsed as Record<string, unknown>;
 }
 
 function keepAlive(value: string): string {
@@ -53,6 +68,11 @@ export function registerModelsAdminCommands(program: Command, run: AdminRunner):
       "unload it after it has been idle this long (Ollama's keep_alive)",
       keepAlive,
     )
+    .option(
+      "--defaults <json>",
+      "sampling for requests that leave a field out: temperature, top_p, top_k, min_p, repetition_penalty, max_tokens",
+      jsonObject,
+    )
     .option("--no-wait", "return once added, without waiting for the load")
     .option("--json", "print the model as JSON")
     .action(
@@ -65,6 +85,7 @@ export function registerModelsAdminCommands(program: Command, run: AdminRunner):
           ...(opts.parallel === undefined ? {} : { parallel: opts.parallel }),
           ...(opts.maxQueue === undefined ? {} : { maxQueue: opts.maxQueue }),
           ...(opts.keepAlive === undefined ? {} : { keepAlive: keepAliveValue(opts.keepAlive) }),
+          ...(opts.defaults === undefined ? {} : { defaults: opts.defaults }),
         });
         if (!opts.json) out.line(`Added model ${model.id}.`);
         const final = opts.wait ? await waitForLoad(api, out, id, opts.json !== true) : model;

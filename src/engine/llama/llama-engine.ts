@@ -197,6 +197,7 @@ export class LlamaEngine implements Engine {
       id: s.config.id,
       contextSize: s.config.contextSize,
       created: this.created,
+      ...(s.config.defaults === undefined ? {} : { defaults: s.config.defaults }),
     }));
   }
 

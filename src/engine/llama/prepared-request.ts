@@ -60,7 +60,11 @@ export class RequestPreparer {
     if (request.n > sequences) throw new TooManyChoicesError(request.n, sequences);
     checkLogitBias(request.sampling.logitBias, this.options.vocabularySize);
     const { tokens: prompt, plan } = await this.preparePrompt(request);
-    const maxTokens = request.sampling.maxTokens ?? contextSize - prompt.length;
+    const room = contextSize - prompt.length;
+    const { defaultMaxTokens } = request.sampling;
+    const maxTokens =
+      request.sampling.maxTokens ??
+      (defaultMaxTokens === undefined ? room : Math.min(defaultMaxTokens, room));
     if (prompt.length + maxTokens > contextSize || maxTokens < 1) {
       throw new ContextOverflowError(contextSize, prompt.length, request.sampling.maxTokens);
     }

@@ -1,4 +1,4 @@
-// What a choice's generator samples with: OpenAI's sampling parameters and the output control's token bias.
+// What a choice's generator samples with: OpenAI's and vLLM's sampling parameters and the output control's token bias.
 import { type LlamaModel, type SequenceEvaluateOptions, type Token, TokenBias } from "node-llama-cpp";
 import type { SamplingParams } from "../types.js";
 import { priorityOf } from "./batching.js";
@@ -15,15 +15,19 @@ export interface ChoiceSampling {
   noTopK: number;
 }
 
-/** Options of `sequence.evaluate` for choice `choice` of a request, generated on sequence `sequenceId`. */
+/**
+ * Options of `sequence.evaluate` for choice `choice` of a request whose prompt is `prompt`, generated on sequence
+ * `sequenceId`.
+ */
 export function evaluateOptions(
   { model, control, eogTokens, noTopK }: ChoiceSampling,
   sampling: SamplingParams,
   prepared: PreparedOutput | undefined,
   choice: ChoiceStream,
   sequenceId: number,
+  prompt: readonly Token[],
 ): SequenceEvaluateOptions {
-  const penalize = sampling.frequencyPenalty !== 0 || sampling.presencePenalty !== 0;
+  const repeatPenalty = penalties(sampling, prompt, choice);
   let tokenBias: TokenBias | (() => TokenBias) | undefined;
   const output = choice.output;
   const requested = sampling.logitBias;
@@ -41,26 +45,54 @@ export function evaluateOptions(
   return {
     temperature: sampling.temperature,
     topP: sampling.topP,
-    // OpenAI has no top-k: the whole vocabulary, unsorted. A draw needs no sort; top_p < 1 sorts only the head it
-    // keeps, and temperature 0 is an argmax.
-    topK: noTopK,
-    minP: 0,
+    // Without top_k (OpenAI has none) the whole vocabulary, unsorted. A draw needs no sort; top_p < 1 sorts only the
+    // head it keeps, and temperature 0 is an argmax.
+    topK: sampling.topK !== undefined && sampling.topK > 0 ? sampling.topK : noTopK,
+    minP: engineMinP(sampling),
     seed: (sampling.seed + choice.index) >>> 0,
     yieldEogToken: true,
     evaluationPriority: priorityOf(sequenceId),
     ...(tokenBias === undefined ? {} : { tokenBias }),
     ...(grammarEvaluationState === undefined ? {} : { grammarEvaluationState }),
-    ...(penalize
-      ? {
-          repeatPenalty: {
-            // The whole completion so far, as OpenAI defines the penalties (the library's default is 64 tokens).
-            punishTokens: () => choice.generated,
-            penalty: 1,
-            frequencyPenalty: sampling.frequencyPenalty,
-            presencePenalty: sampling.presencePenalty,
-          },
-        }
-      : {}),
+    ...(repeatPenalty === undefined ? {} : { repeatPenalty }),
+  };
+}
+
+/**
+ * vLLM's min_p keeps the tokens whose probability after temperature is at least min_p × the most likely one's:
+ * (logit − max) / T ≥ ln(min_p). llama.cpp's chain compares the logits before its temperature stage
+ * (logit − max ≥ ln(minP)), so the same set is kept with minP = min_p^T. Temperature 0 is an argmax either way.
+ */
+export function engineMinP(sampling: SamplingParams): number {
+  const minP = sampling.minP ?? 0;
+  return minP === 0 || sampling.temperature === 0 ? minP : minP ** sampling.temperature;
+}
+
+/**
+ * llama.cpp's penalties sampler, which takes ONE token list for all three penalties, whereas vLLM applies
+ * repetition_penalty over the prompt and the output and frequency/presence over the output only (as OpenAI
+ * defines them). Each alone is exact: repetition over prompt + output, frequency/presence over the output. Both
+ * together: the output only, so OpenAI's penalties keep their meaning (counting the prompt would penalise every
+ * word of a long prompt) and the repetition penalty misses tokens that appear only in the prompt
+ * (docs/compatibility.md). The list's bound is the prompt plus the whole budget (the library's default is 64
+ * tokens), fixed so the library keeps its sampler and adds one token per step.
+ */
+export function penalties(
+  sampling: SamplingParams,
+  prompt: readonly Token[],
+  choice: Pick<ChoiceStream, "generated" | "remaining">,
+): SequenceEvaluateOptions["repeatPenalty"] {
+  const repetition = sampling.repetitionPenalty ?? 1;
+  const { frequencyPenalty, presencePenalty } = sampling;
+  const openAi = frequencyPenalty !== 0 || presencePenalty !== 0;
+  if (!openAi && repetition === 1) return undefined;
+  const budget = choice.generated.length + choice.remaining;
+  return {
+    punishTokens: openAi ? () => choice.generated : () => [...prompt, ...choice.generated],
+    maxPunishTokens: openAi ? budget : prompt.length + budget,
+    penalty: repetition,
+    frequencyPenalty,
+    presencePenalty,
   };
 }
 

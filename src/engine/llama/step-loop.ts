@@ -253,7 +253,7 @@ export class StepLoop {
         emit: (event) => job.channel.push(event),
         ...(logprobs === undefined ? {} : { logprobs }),
       });
-      const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id);
+      const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id, job.prompt);
       const generator: TokenGenerator = slot.sequence.evaluateWithMetadata(first, metadata, options);
       return { sequenceId: slot.id, generator, stream };
     });

@@ -168,6 +168,7 @@ async function startStream(
       model: ctx.upstreamModel,
       kind,
       cacheSalt: upstreamCacheSalt(prepared.request),
+      penaltyWindow: prepared.promptTokens + prepared.maxTokensPerChoice,
     });
     const response = await ctx.post(`${endpoint.url}/chat/completions`, {
       headers: endpoint.headers({ "content-type": "application/json", accept: "text/event-stream" }),

@@ -5,12 +5,14 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { generationRequest } from "../../../test/support/generation-request.js";
 import type { UpstreamModelConfig } from "../../config/schema.js";
+import { mapDomainError } from "../../errors/domain-errors.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
 import {
   ContextOverflowError,
   QueueFullError,
   QueueTimeoutError,
   RequestAbortedError,
+  SamplingFieldUnsupportedError,
   ToolsUnsupportedError,
   TooManyChoicesError,
 } from "../errors.js";
@@ -517,6 +519,42 @@ describe("UpstreamEngine", () => {
     expect(prepared.maxTokensPerChoice).toBe(2048 - prepared.promptTokens);
   });
 
+  it("fits a model's default max_tokens to the context and sends it; never refuses for it", async () => {
+    const worker = await startUpstream("good", { vllm: true });
+    const engine = await engineFor([worker.url], { kind: "auto" });
+    const withDefault = (defaultMaxTokens: number) => ({
+      ...request("org-a"),
+      sampling: { ...request("org-a").sampling, maxTokens: undefined, defaultMaxTokens },
+    });
+    // The probed context is 100 and the prompt counts 42: a default of 1000 is fitted to the 58 left.
+    const capped = await engine.prepare(withDefault(1000));
+    expect(capped).toMatchObject({ promptTokens: 42, maxTokensPerChoice: 58 });
+    expect(capped.request.sampling.maxTokens).toBe(58);
+    const small = await engine.prepare(withDefault(8));
+    expect(small.maxTokensPerChoice).toBe(8);
+    const { error } = await run(engine, withDefault(8));
+    expect(error).toBeUndefined();
+    expect(worker.bodies.at(-1)).toMatchObject({ max_tokens: 8 });
+  });
+
+  it("sends llama-server a penalty window as long as the prompt and the output can get", async () => {
+    const worker = await startUpstream("good", { llamaToolCalls: true });
+    const engine = await engineFor([worker.url], { kind: "llama-server", contextSize: 2048 });
+    // An estimated count (the fake has no llama-server tokenize route), as without a TPM limit.
+    const asked = {
+      ...request("org-a"),
+      exactPromptCount: false,
+      sampling: { ...request("org-a").sampling, repetitionPenalty: 1.2 },
+    };
+    const prepared = await engine.prepare(asked);
+    const { error } = await run(engine, asked);
+    expect(error).toBeUndefined();
+    expect(worker.bodies.at(-1)).toMatchObject({
+      repeat_penalty: 1.2,
+      repeat_last_n: prepared.promptTokens + prepared.maxTokensPerChoice,
+    });
+  });
+
   it("counts the prompt with the endpoint's tokenize route and refuses what does not fit the probed context", async () => {
     const worker = await startUpstream("good", { vllm: true });
     const engine = await engineFor([worker.url], { kind: "auto" });
@@ -591,6 +629,44 @@ describe("UpstreamEngine", () => {
     await expect(ollama.prepare(request("org-a"))).resolves.toBeDefined();
     const vllm = await engineFor([worker.url], { kind: "vllm" });
     await expect(vllm.prepare(twoChoices)).resolves.toBeDefined();
+  });
+
+  it("refuses vLLM's sampling extensions (400 naming the field) before sending them to OpenAI or Ollama", async () => {
+    const worker = await startUpstream("good");
+    const base = request("org-a");
+    const cases = [
+      ["top_k", { topK: 40 }],
+      ["min_p", { minP: 0.1 }],
+      ["repetition_penalty", { repetitionPenalty: 1.1 }],
+    ] as const;
+    for (const kind of ["openai", "ollama"] as const) {
+      const engine = await engineFor([worker.url], { kind });
+      for (const [field, sampling] of cases) {
+        const asked = { ...base, sampling: { ...base.sampling, ...sampling } };
+        const err = await engine.prepare(asked).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(SamplingFieldUnsupportedError);
+        expect(mapDomainError(err)).toMatchObject({ status: 400, param: field });
+        expect((err as Error).message).toContain(`'${field}'`);
+      }
+      await expect(engine.prepare(base)).resolves.toBeDefined();
+    }
+    // Each accepting kind on a worker that answers as that engine does (its probes and tokenize route).
+    const workers = {
+      vllm: await startUpstream("good", { vllm: true }),
+      sglang: worker,
+      "llama-server": await startUpstream("good", { llamaToolCalls: true }),
+      hearth: await startUpstream("good", { hearth: true }),
+    };
+    for (const kind of ["vllm", "sglang", "llama-server", "hearth"] as const) {
+      const engine = await engineFor([workers[kind].url], { kind });
+      // An estimated count: these fakes have no tokenize route of the kind's shape.
+      const asked = {
+        ...base,
+        exactPromptCount: false,
+        sampling: { ...base.sampling, topK: 40, minP: 0.1, repetitionPenalty: 1.1 },
+      };
+      await expect(engine.prepare(asked)).resolves.toBeDefined();
+    }
   });
 
   it("drains: refuses new requests at once and resolves when the running ones have ended", async () => {

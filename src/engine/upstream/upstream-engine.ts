@@ -4,6 +4,7 @@ import type { Logger } from "../../observability/logger.js";
 import {
   ContextOverflowError,
   QueueFullError,
+  SamplingFieldUnsupportedError,
   ToolsUnsupportedError,
   TooManyChoicesError,
   UnknownModelError,
@@ -25,7 +26,7 @@ import { UpstreamHttpClient } from "./http-client.js";
 import { affinityKey, chooseEndpoint } from "./routing.js";
 import { estimatePromptTokens, type TokenizeCall, tokenizeRequest } from "./tokenize.js";
 import { callUpstream, type FirstTokenEvent, type UpstreamCallRequest } from "./upstream-call.js";
-import { KIND_TRAITS } from "./wire.js";
+import { KIND_TRAITS, samplingExtensionSet } from "./wire.js";
 
 /** Context size listed for a model whose config names none and whose endpoints did not report one yet. */
 export const DEFAULT_UPSTREAM_CONTEXT_SIZE = 4096;
@@ -47,6 +48,21 @@ function assertMultipleChoices(pool: EndpointPool, n: number): void {
         1,
         `the one choice its upstream engine (${kind}) generates per request`,
       );
+    }
+  }
+}
+
+/**
+ * vLLM's sampling extensions only where every endpoint's engine takes them: the plain OpenAI dialect (and Ollama's)
+ * would drop them silently, so such a request is refused (400 naming the field) before anything is sent.
+ */
+function assertSamplingFields(pool: EndpointPool, request: GenerationRequest): void {
+  const field = samplingExtensionSet(request.sampling);
+  if (field === undefined) return;
+  for (const endpoint of pool.endpoints) {
+    const kind = pool.kindOf(endpoint);
+    if (kind !== undefined && KIND_TRAITS[kind].sampling === undefined) {
+      throw new SamplingFieldUnsupportedError(request.model, field, kind);
     }
   }
 }
@@ -121,6 +137,7 @@ export class UpstreamEngine implements Engine {
       id: m.config.id,
       contextSize: m.pool.contextSize ?? DEFAULT_UPSTREAM_CONTEXT_SIZE,
       created: this.created,
+      ...(m.config.defaults === undefined ? {} : { defaults: m.config.defaults }),
     }));
   }
 
@@ -149,6 +166,7 @@ export class UpstreamEngine implements Engine {
   async prepare(request: GenerationRequest): Promise<PreparedRequest> {
     const model = this.model(request.model);
     if (request.n > 1) assertMultipleChoices(model.pool, request.n);
+    assertSamplingFields(model.pool, request);
     const { output } = request;
     if (output?.tools !== undefined && output.tools.length > 0 && output.toolChoice !== "none") {
       if (model.pool.cannotCallTools()) throw new ToolsUnsupportedError(request.model);
@@ -167,10 +185,21 @@ export class UpstreamEngine implements Engine {
         throw new ContextOverflowError(contextSize, counted.tokens, asked);
       }
     }
-    const maxTokensPerChoice =
-      asked ??
-      (contextSize === undefined ? DEFAULT_UPSTREAM_MAX_TOKENS : Math.max(1, contextSize - counted.tokens));
-    return new UpstreamPreparedRequest(request, counted.tokens, maxTokensPerChoice, key, counted.exact);
+    const room =
+      contextSize === undefined ? DEFAULT_UPSTREAM_MAX_TOKENS : Math.max(1, contextSize - counted.tokens);
+    const { defaultMaxTokens } = request.sampling;
+    const fitted =
+      defaultMaxTokens === undefined || contextSize === undefined
+        ? defaultMaxTokens
+        : Math.min(defaultMaxTokens, room);
+    const maxTokensPerChoice = asked ?? fitted ?? room;
+    // The model's default max_tokens, fitted to the context, is sent as the request's (the engine's own would not
+    // know Hearth's default).
+    const sent =
+      asked === undefined && defaultMaxTokens !== undefined
+        ? { ...request, sampling: { ...request.sampling, maxTokens: maxTokensPerChoice } }
+        : request;
+    return new UpstreamPreparedRequest(sent, counted.tokens, maxTokensPerChoice, key, counted.exact);
   }
 
   async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {

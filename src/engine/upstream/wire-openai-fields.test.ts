@@ -1,6 +1,7 @@
 // reasoning_effort, allowed_tools and prompt_cache_key in each upstream dialect's body.
 import { describe, expect, it } from "vitest";
 import { parseChatRequest } from "../../api/chat-request.js";
+import { withModelDefaults } from "../../completions/model-defaults.js";
 import type { GenerationRequest } from "../types.js";
 import { type UpstreamKind, upstreamRequestBody } from "./wire.js";
 
@@ -9,7 +10,11 @@ function request(body: Record<string, unknown>): GenerationRequest {
     { model: "smol", messages: [{ role: "user", content: "Hi" }], ...body },
     { maxN: 8 },
   );
-  return { ...parsed, sampling: { ...parsed.sampling, seed: 1 }, cacheScope: "org_A" };
+  return {
+    ...parsed,
+    sampling: { ...withModelDefaults(parsed.sampling, undefined), seed: 1 },
+    cacheScope: "org_A",
+  };
 }
 
 const send = (req: GenerationRequest, kind: UpstreamKind) =>

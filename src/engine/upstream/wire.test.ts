@@ -1,6 +1,9 @@
 // The body sent to each upstream dialect, the classification of upstream errors, and model lists read.
 import { describe, expect, it } from "vitest";
 import { parseChatRequest } from "../../api/chat-request.js";
+import { withModelDefaults } from "../../completions/model-defaults.js";
+import type { SamplingDefaults } from "../../config/sampling-defaults.js";
+import { SAMPLING_EXTENSION_KINDS } from "../../config/schema.js";
 import type { GenerationRequest } from "../types.js";
 import {
   KIND_TRAITS,
@@ -14,11 +17,12 @@ import {
 const KINDS = Object.keys(KIND_TRAITS) as UpstreamKind[];
 
 /** A request as the API layer makes it from a client's body (the real parser, so every field is realistic). */
-function request(body: Record<string, unknown>, seed = 42): GenerationRequest {
+function request(body: Record<string, unknown>, seed = 42, defaults?: SamplingDefaults): GenerationRequest {
   const parsed = parseChatRequest({ model: "smol", ...body }, { maxN: 8 });
+  const sampling = withModelDefaults(parsed.sampling, defaults);
   return {
     ...parsed,
-    sampling: { ...parsed.sampling, seed: parsed.sampling.seed ?? seed },
+    sampling: { ...sampling, seed: sampling.seed ?? seed },
     cacheScope: "org_A",
   };
 }
@@ -158,6 +162,65 @@ describe("upstreamRequestBody", () => {
     expect(upstreamRequestBody(noTop, { model: "m", kind: "openai", cacheSalt: "s" }).top_logprobs).toBe(0);
   });
 
+  it("vLLM's sampling extensions go by each engine's names, only when set; never to OpenAI or Ollama", () => {
+    const bare = request({ messages: [{ role: "user", content: "Hi" }] });
+    for (const kind of KINDS) {
+      const body = upstreamRequestBody(bare, { model: "m", kind, cacheSalt: "s" });
+      for (const field of ["top_k", "min_p", "repetition_penalty", "repeat_penalty", "repeat_last_n"]) {
+        expect(body).not.toHaveProperty(field);
+      }
+    }
+    const asked = request({
+      messages: [{ role: "user", content: "Hi" }],
+      top_k: 20,
+      min_p: 0.05,
+      repetition_penalty: 1.1,
+    });
+    const sent = (kind: UpstreamKind) =>
+      upstreamRequestBody(asked, { model: "m", kind, cacheSalt: "s", penaltyWindow: 300 });
+    for (const kind of ["vllm", "sglang", "hearth"] as const) {
+      expect(sent(kind)).toMatchObject({ top_k: 20, min_p: 0.05, repetition_penalty: 1.1 });
+      expect(sent(kind)).not.toHaveProperty("repeat_penalty");
+    }
+    // llama-server: repeat_penalty, over a window as long as prompt + max_tokens (vLLM's covers both).
+    expect(sent("llama-server")).toMatchObject({
+      top_k: 20,
+      min_p: 0.05,
+      repeat_penalty: 1.1,
+      repeat_last_n: 300,
+    });
+    for (const kind of ["vllm", "sglang", "hearth"] as const)
+      expect(sent(kind)).not.toHaveProperty("repeat_last_n");
+    expect(sent("llama-server")).not.toHaveProperty("repetition_penalty");
+    for (const kind of ["openai", "ollama"] as const) {
+      for (const field of ["top_k", "min_p", "repetition_penalty", "repeat_penalty"]) {
+        expect(sent(kind)).not.toHaveProperty(field);
+      }
+    }
+  });
+
+  it("no top-k (top_k 0 or -1) travels as -1; a model's defaults are sent like the request's own fields", () => {
+    for (const topK of [0, -1]) {
+      const off = request({ messages: [{ role: "user", content: "Hi" }], top_k: topK });
+      expect(upstreamRequestBody(off, { model: "m", kind: "sglang", cacheSalt: "s" }).top_k).toBe(-1);
+    }
+    const defaulted = request({ messages: [{ role: "user", content: "Hi" }], top_k: 5 }, 42, {
+      top_k: 64,
+      min_p: 0.01,
+      temperature: 0.6,
+    });
+    expect(upstreamRequestBody(defaulted, { model: "m", kind: "vllm", cacheSalt: "s" })).toMatchObject({
+      top_k: 5,
+      min_p: 0.01,
+      temperature: 0.6,
+    });
+  });
+
+  it("every kind that takes the extensions is one the config lets a model's defaults name", () => {
+    const taking = KINDS.filter((kind) => KIND_TRAITS[kind].sampling !== undefined);
+    expect([...taking].sort()).toEqual([...SAMPLING_EXTENSION_KINDS].sort());
+  });
+
   it("forwards tool conversations in OpenAI's form, and tools with the raw schema", () => {
     const tools = request({
       messages: CONVERSATION,
@@ -223,6 +286,9 @@ describe("upstreamRequestBody", () => {
       logprobs: true,
       top_logprobs: 2,
       logit_bias: { "7": 50 },
+      top_k: 40,
+      min_p: 0.1,
+      repetition_penalty: 1.2,
     });
     const body = upstreamRequestBody(original, { model: "smol", kind: "hearth", cacheSalt: "org_A" });
     // cache_salt is Hearth's issue-11 addition to its parser (src/api/chat-request.ts), checked there.

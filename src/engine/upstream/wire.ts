@@ -1,7 +1,15 @@
 // The wire to upstream chat-completion engines: the body Hearth sends each dialect, their errors, their model lists.
+import type { SamplingExtension } from "../../config/sampling-defaults.js";
 import type { UpstreamKindSetting } from "../../config/schema.js";
 import { scopedCacheKey } from "../cache-scope.js";
-import type { ChatMessage, GenerationRequest, OutputRequest, ReasoningEffort, ToolChoice } from "../types.js";
+import type {
+  ChatMessage,
+  GenerationRequest,
+  OutputRequest,
+  ReasoningEffort,
+  SamplingParams,
+  ToolChoice,
+} from "../types.js";
 import { isRecord } from "./upstream-error.js";
 
 export { UpstreamStreamDecoder, type UpstreamStreamDecoderOptions } from "./stream-decoder.js";
@@ -25,17 +33,44 @@ export interface KindTraits {
   ignoreEos: boolean;
   /** Generates `n` > 1 choices (Ollama's OpenAI layer ignores `n` and answers one). */
   multipleChoices: boolean;
+  /**
+   * vLLM's sampling extensions (top_k, min_p, repetition_penalty) by the names the engine takes; none: it takes
+   * none of them, and a request that sets one is refused (400) before it is sent.
+   */
+  sampling?: SamplingWireNames;
 }
 
+/** Where an engine takes vLLM's sampling extensions in its request body. */
+export interface SamplingWireNames {
+  /** llama-server's `repeat_penalty` (applied over its `repeat_last_n` window: the request's `penaltyWindow`). */
+  repetitionPenalty: "repetition_penalty" | "repeat_penalty";
+}
+
+/** vLLM's names (SGLang's and a Hearth worker's too). */
+const VLLM_SAMPLING: SamplingWireNames = Object.freeze({ repetitionPenalty: "repetition_penalty" });
+
 export const KIND_TRAITS: Readonly<Record<UpstreamKind, Readonly<KindTraits>>> = Object.freeze({
-  vllm: Object.freeze({ templateKwargs: true, cacheSalt: true, ignoreEos: true, multipleChoices: true }),
+  vllm: Object.freeze({
+    templateKwargs: true,
+    cacheSalt: true,
+    ignoreEos: true,
+    multipleChoices: true,
+    sampling: VLLM_SAMPLING,
+  }),
   // SGLang documents no per-tenant cache salt: its radix cache is shared, so routing keeps organizations apart.
-  sglang: Object.freeze({ templateKwargs: true, cacheSalt: false, ignoreEos: true, multipleChoices: true }),
+  sglang: Object.freeze({
+    templateKwargs: true,
+    cacheSalt: false,
+    ignoreEos: true,
+    multipleChoices: true,
+    sampling: VLLM_SAMPLING,
+  }),
   "llama-server": Object.freeze({
     templateKwargs: true,
     cacheSalt: false,
     ignoreEos: true,
     multipleChoices: true,
+    sampling: Object.freeze({ repetitionPenalty: "repeat_penalty" }),
   }),
   ollama: Object.freeze({
     templateKwargs: false,
@@ -43,7 +78,13 @@ export const KIND_TRAITS: Readonly<Record<UpstreamKind, Readonly<KindTraits>>> =
     ignoreEos: false,
     multipleChoices: false,
   }),
-  hearth: Object.freeze({ templateKwargs: true, cacheSalt: true, ignoreEos: false, multipleChoices: true }),
+  hearth: Object.freeze({
+    templateKwargs: true,
+    cacheSalt: true,
+    ignoreEos: false,
+    multipleChoices: true,
+    sampling: VLLM_SAMPLING,
+  }),
   openai: Object.freeze({ templateKwargs: false, cacheSalt: false, ignoreEos: false, multipleChoices: true }),
 });
 
@@ -59,6 +100,11 @@ export interface UpstreamRequestBodyOptions {
   kind: UpstreamKind;
   /** The organization's prefix-cache scope, sent where the engine isolates its cache by salt. */
   cacheSalt: string;
+  /**
+   * The prompt's and the output's tokens together at most (prompt count + max_tokens): llama-server's penalty
+   * window (`repeat_last_n`), so its repeat penalty covers the whole prompt and output as vLLM's does.
+   */
+  penaltyWindow?: number;
 }
 
 /**
@@ -95,6 +141,9 @@ export function upstreamRequestBody(
   }
   // Token ids of the upstream's own vocabulary: the upstream judges them (its 400 is relayed).
   if (sampling.logitBias !== undefined) body.logit_bias = Object.fromEntries(sampling.logitBias);
+  if (traits.sampling !== undefined) {
+    Object.assign(body, samplingExtensionFields(sampling, traits.sampling, options.penaltyWindow));
+  }
   // Sent when false too: some templates (Qwen3) think unless told not to, and Hearth's default is off.
   Object.assign(body, thinkingFields(request, options.kind));
   if (traits.cacheSalt && options.cacheSalt !== "") body.cache_salt = options.cacheSalt;
@@ -109,6 +158,37 @@ export function upstreamRequestBody(
   }
   if (request.output !== undefined) Object.assign(body, outputFields(request.output, options.kind));
   return body;
+}
+
+/**
+ * The vLLM sampling extensions the request (or its model's defaults) set, by the engine's names; the ones left out
+ * are not sent (the engine applies its own default). No top-k travels as −1, which every such engine reads as off.
+ */
+function samplingExtensionFields(
+  sampling: SamplingParams,
+  names: SamplingWireNames,
+  penaltyWindow: number | undefined,
+): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  if (sampling.topK !== undefined) fields.top_k = sampling.topK === 0 ? -1 : sampling.topK;
+  if (sampling.minP !== undefined) fields.min_p = sampling.minP;
+  if (sampling.repetitionPenalty !== undefined) {
+    fields[names.repetitionPenalty] = sampling.repetitionPenalty;
+    // llama-server penalises the last 64 tokens of prompt and output by default, vLLM all of them. Its window is a
+    // ring buffer allocated at that size (and −1 is refused): it is sent as long as the request can get.
+    if (names.repetitionPenalty === "repeat_penalty" && penaltyWindow !== undefined) {
+      fields.repeat_last_n = penaltyWindow;
+    }
+  }
+  return fields;
+}
+
+/** The first of vLLM's sampling extensions `sampling` sets (by its request name), if any. */
+export function samplingExtensionSet(sampling: SamplingParams): SamplingExtension | undefined {
+  if (sampling.topK !== undefined) return "top_k";
+  if (sampling.minP !== undefined) return "min_p";
+  if (sampling.repetitionPenalty !== undefined) return "repetition_penalty";
+  return undefined;
 }
 
 function wireMessage(message: ChatMessage): Record<string, unknown> {
