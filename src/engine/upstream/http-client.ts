@@ -23,6 +23,8 @@ export interface UpstreamResponse {
 
 export type UpstreamPost = (url: string, options: UpstreamPostOptions) => Promise<UpstreamResponse>;
 
+function ignore(): void {}
+
 export class UpstreamHttpClient {
   // Idle connections live shorter than the engines' own keep-alive (llama-server and Node servers close at 5 s),
   // so a request is not sent on a socket the server is closing.
@@ -42,7 +44,12 @@ export class UpstreamHttpClient {
       chunks: body[Symbol.asyncIterator](),
       text: () => body.text(),
       json: () => body.json(),
-      discard: () => body.destroy(),
+      discard: () => {
+        // undici fails an unfinished body destroyed without an error with RequestAbortedError, emitted as 'error':
+        // with no listener that is an uncaught exception. Discarding is deliberate, so the error is expected.
+        body.on("error", ignore);
+        body.destroy();
+      },
     };
   };
 
