@@ -1,6 +1,9 @@
 // GBNF (llama.cpp grammar) text for JSON values, JSON Schema instances, tool calls and reasoning blocks.
 import type { SchemaGraph, SchemaNode } from "./json-schema.js";
 import { BudgetMeter } from "./schema-budget.js";
+import { NumberGrammar } from "./schema-numbers.js";
+import { patternGrammar } from "./schema-pattern.js";
+import { formatRules } from "./schema-strings.js";
 
 /** Nesting allowed in free-form JSON (json_object, untyped schema parts): deeper is never needed and bounds the grammar. */
 export const FREE_JSON_DEPTH = 6;
@@ -155,20 +158,11 @@ class SchemaEmitter {
         return g.freeValue(1);
       case "literal":
         return group(node.values.map((v) => literal(JSON.stringify(v))));
-      case "string": {
-        g.primitive("string");
-        if (node.minLength === 0 && node.maxLength === undefined) return "string";
-        const max = node.maxLength === undefined ? "" : String(node.maxLength);
-        return this.repeat(
-          `string-${node.minLength}-${max === "" ? "x" : max}`,
-          node.maxLength ?? node.minLength,
-          `"\\"" char{${node.minLength},${max}} "\\""`,
-        );
-      }
+      case "string":
+        return this.string(node);
       case "integer":
-        return g.primitive("integer");
       case "number":
-        return g.primitive("number");
+        return this.number(node);
       case "boolean":
         return g.primitive("boolean");
       case "null":
@@ -207,9 +201,49 @@ class SchemaEmitter {
     return name;
   }
 
+  /** A pattern or a format shapes the content (lengths beside them are validated after generation). */
+  private string(node: Extract<SchemaNode, { kind: "string" }>): string {
+    const g = this.g;
+    g.primitive("string");
+    if (node.pattern !== undefined) {
+      const { expression, repetitions } = patternGrammar(node.pattern, "char");
+      this.meter.charge("repetitions", repetitions, "#");
+      return this.rule(`"\\"" ${expression} "\\""`, "#");
+    }
+    if (node.format !== undefined) {
+      for (const [name, body] of formatRules(node.format)) {
+        if (!g.has(name)) this.charge(name, body, "#");
+        g.rule(name, body);
+      }
+      return this.rule(`"\\"" fmt-${node.format} "\\""`, "#");
+    }
+    if (node.minLength === 0 && node.maxLength === undefined) return "string";
+    const max = node.maxLength === undefined ? "" : String(node.maxLength);
+    return this.repeat(
+      `string-${node.minLength}-${max === "" ? "x" : max}`,
+      node.maxLength ?? node.minLength,
+      `"\\"" char{${node.minLength},${max}} "\\""`,
+    );
+  }
+
+  /** Bounds by digit ranges; without bounds the shared primitive (at most 15 digits each side of the point). */
+  private number(node: Extract<SchemaNode, { kind: "integer" | "number" }>): string {
+    if (node.lower === undefined && node.upper === undefined) return this.g.primitive(node.kind);
+    const numbers = new NumberGrammar();
+    const expression = numbers.expression({
+      integer: node.kind === "integer",
+      lower: node.lower,
+      upper: node.upper,
+    });
+    if (expression === undefined) throw new Error("a numeric range without numbers passed the parser");
+    this.meter.charge("repetitions", numbers.repetitions, "#");
+    return this.rule(expression, "#");
+  }
+
   private array(node: Extract<SchemaNode, { kind: "array" }>): string {
     this.g.primitive("ws");
     if (node.maxItems === 0) return '"[" ws "]"';
+    if (node.prefix !== undefined) return this.tuple(node, node.prefix);
     const item = this.named(node.items);
     const restMin = Math.max(0, node.minItems - 1);
     const restMax = node.maxItems === undefined ? "" : String(node.maxItems - 1);
@@ -224,6 +258,37 @@ class SchemaEmitter {
     }
     const items = `${item} ${rest} ws`;
     return node.minItems === 0 ? `"[" ws ( ${items} )? "]"` : `"[" ws ${items} "]"`;
+  }
+
+  /**
+   * `prefixItems`: item i is written with its own schema, the first `minItems` are required, later ones (nested
+   * optional groups, linear in the tuple's length) may be left out; past the prefix, `items` with the rest of the
+   * count bounds.
+   */
+  private tuple(node: Extract<SchemaNode, { kind: "array" }>, prefix: readonly SchemaNode[]): string {
+    const max = node.maxItems ?? Number.POSITIVE_INFINITY;
+    const count = Math.min(prefix.length, max);
+    let tail = "";
+    if (max > prefix.length) {
+      const item = this.named(node.items);
+      const restMin = Math.max(0, node.minItems - prefix.length);
+      const restMax = node.maxItems === undefined ? "" : String(node.maxItems - prefix.length);
+      const body = `( "," ws ${item} ){${restMin},${restMax}}`;
+      tail =
+        restMin === 0 && restMax === ""
+          ? `( "," ws ${item} )*`
+          : this.repeat(
+              `${item}-rep-${restMin}-${restMax === "" ? "x" : restMax}`,
+              node.maxItems ?? restMin,
+              body,
+            );
+    }
+    for (let i = count - 1; i >= 0; i--) {
+      const rest = `${tail === "" ? "" : ` ${tail}`}${i === 0 ? " ws" : ""}`;
+      const element = `${i === 0 ? "" : '"," ws '}${this.named(prefix[i] as SchemaNode)}${rest}`;
+      tail = this.rule(i >= node.minItems ? `( ${element} )?` : element, "#");
+    }
+    return `"[" ws ${tail} "]"`;
   }
 
   /**
