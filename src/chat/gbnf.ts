@@ -128,13 +128,14 @@ class SchemaEmitter {
     private readonly meter: BudgetMeter,
   ) {}
 
-  /** A new rule for `body`, or the rule that already has this body. */
-  private rule(body: string, at: string): string {
+  /** A new rule for `body` (charged with the `repetitions` it expands to), or the rule that already has this body. */
+  private rule(body: string, at: string, repetitions = 0): string {
     const existing = this.bodies.get(body);
     if (existing !== undefined) return existing;
     this.counter++;
     const name = `${this.prefix}-${this.counter}`;
     this.charge(name, body, at);
+    this.meter.charge("repetitions", repetitions, at);
     this.bodies.set(body, name);
     return this.g.rule(name, body);
   }
@@ -207,12 +208,13 @@ class SchemaEmitter {
     g.primitive("string");
     if (node.pattern !== undefined) {
       const { expression, repetitions } = patternGrammar(node.pattern, "char");
-      this.meter.charge("repetitions", repetitions, "#");
-      return this.rule(`"\\"" ${expression} "\\""`, "#");
+      return this.rule(`"\\"" ${expression} "\\""`, "#", repetitions);
     }
     if (node.format !== undefined) {
       for (const [name, body] of formatRules(node.format)) {
-        if (!g.has(name)) this.charge(name, body, "#");
+        if (g.has(name)) continue;
+        this.charge(name, body, "#");
+        this.meter.charge("repetitions", expandedRepetitions(body), "#");
         g.rule(name, body);
       }
       return this.rule(`"\\"" fmt-${node.format} "\\""`, "#");
@@ -236,8 +238,7 @@ class SchemaEmitter {
       upper: node.upper,
     });
     if (expression === undefined) throw new Error("a numeric range without numbers passed the parser");
-    this.meter.charge("repetitions", numbers.repetitions, "#");
-    return this.rule(expression, "#");
+    return this.rule(expression, "#", numbers.repetitions);
   }
 
   private array(node: Extract<SchemaNode, { kind: "array" }>): string {
@@ -325,6 +326,13 @@ class SchemaEmitter {
     };
     return `"{" ws ${first(0)} ws "}"`;
   }
+}
+
+/** The rules llama.cpp expands a body's bounded repetitions into (`x{2,5}` is 5). */
+function expandedRepetitions(body: string): number {
+  let total = 0;
+  for (const match of body.matchAll(/\{(\d+)(?:,(\d*))?\}/g)) total += Number(match[2] || match[1]);
+  return total;
 }
 
 /** A GBNF string literal. */

@@ -178,17 +178,29 @@ export class NumberGrammar {
       `"${lo.int}"`,
       this.fraction(lo.frac, side.loIncl, null, false, room(lo.int)),
     );
-    // Whole integer parts strictly between: any fraction their length leaves room for.
+    // Whole integer parts strictly between: any fraction their length leaves room for. Lengths covered whole are
+    // one chain of digits (a parse follows one path, not one per length); partly covered ones are ranges.
     const first = lo.int + 1n;
     const last = hi.int - 1n;
+    const whole: number[] = [];
     for (let length = first.toString().length; first <= last && length <= last.toString().length; length++) {
       const from = length === 1 ? 0n : 10n ** BigInt(length - 1);
       const to = 10n ** BigInt(length) - 1n;
       const a = first > from ? first : from;
       const b = last < to ? last : to;
       if (a > b) continue;
-      const fraction = room(b) === 0 ? "" : ` ( "." ${this.rep("[0-9]", 1, room(b))} )?`;
-      alternatives.push(`${paren(this.sameLength(a.toString(), b.toString()))}${fraction}`);
+      if (length > 1 && a === from && b === to) {
+        whole.push(length);
+        continue;
+      }
+      alternatives.push(`${paren(this.sameLength(a.toString(), b.toString()))}${this.anyFraction(room(b))}`);
+    }
+    if (whole.length > 0) {
+      alternatives.push(
+        this.digitChain(whole[0] as number, whole[whole.length - 1] as number, (n) =>
+          room(10n ** BigInt(n - 1)),
+        ),
+      );
     }
     if (hi.int < DECIMAL_LIMIT) {
       alternatives.push(
@@ -196,6 +208,27 @@ export class NumberGrammar {
       );
     }
     return alternatives;
+  }
+
+  private anyFraction(room: number): string {
+    return room === 0 ? "" : ` ( "." ${this.rep("[0-9]", 1, room)} )?`;
+  }
+
+  /**
+   * Integer parts of every length from `min` to `max` digits, each followed by any fraction its length leaves room
+   * for: `[1-9]`, then after each further digit the choice to stop (a fraction may follow) or to go on.
+   */
+  private digitChain(min: number, max: number, room: (length: number) => number): string {
+    let tail = this.anyFraction(room(max)).trim();
+    for (let length = max - 1; length >= 1; length--) {
+      const next = tail === "" ? "[0-9]" : `[0-9] ${tail}`;
+      if (length < min) tail = next;
+      else {
+        const stop = this.anyFraction(room(length)).trim();
+        tail = stop === "" ? `( ${next} )?` : `( ${next} | ${stop} )`;
+      }
+    }
+    return `[1-9] ${tail}`.trim();
   }
 
   /**

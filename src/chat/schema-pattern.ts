@@ -102,6 +102,12 @@ class PatternParser {
       if (max < min) throw new PatternError("A quantifier's maximum is below its minimum.");
     }
     if (this.s[this.i] === "?") this.i++; // lazy: the same language
+    // llama.cpp refuses a grammar whose loop can go round without reading (left recursion through `(a*)*`).
+    if (max === Number.POSITIVE_INFINITY && matchesEmpty(item)) {
+      throw new PatternError(
+        "An unbounded repetition of something that can match the empty string is not supported.",
+      );
+    }
     const next = this.s[this.i];
     if (next !== undefined && "*+?".includes(next)) {
       throw new PatternError("Possessive or doubled quantifiers are not supported.");
@@ -214,6 +220,21 @@ class PatternParser {
     const code = this.s.codePointAt(this.i - 1) as number;
     if (code > 0xffff) this.i++;
     return char(code);
+  }
+}
+
+function matchesEmpty(re: Regex): boolean {
+  switch (re.kind) {
+    case "set":
+      return false;
+    case "seq":
+      return re.items.every(matchesEmpty);
+    case "alt":
+      return re.options.some(matchesEmpty);
+    case "repeat":
+      return re.min === 0 || matchesEmpty(re.item);
+    default:
+      return re satisfies never;
   }
 }
 
