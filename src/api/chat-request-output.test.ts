@@ -52,6 +52,17 @@ describe("parseChatRequest: response_format", () => {
     expect(hint.output?.format.type).toBe("json_schema");
   });
 
+  it("tool parameters whose root is a reference to an object definition are an object", () => {
+    const parameters = {
+      $ref: "#/$defs/Args",
+      $defs: {
+        Args: { type: "object", properties: { n: { type: "integer", minimum: 1 } }, required: ["n"] },
+      },
+    };
+    const parsed = parse({ tools: [{ type: "function", function: { name: "f", parameters } }] });
+    expect(parsed.output?.tools[0]?.compiledParameters.minimal).toBe('{"n":1}');
+  });
+
   it("any schema that is not valid JSON Schema is a 400 naming the place, strict or not", () => {
     for (const strict of [true, false]) {
       const error = rejection({

@@ -117,7 +117,8 @@ function toolDefinition(tool: z.infer<typeof toolSchema>, index: number, meter: 
   const fn = tool.function;
   const param = `tools[${index}].function.parameters`;
   const compiledParameters = checkSchema(fn.parameters ?? NO_PARAMETERS, param, meter, fn.strict === true);
-  if (compiledParameters.root.kind !== "object" && compiledParameters.root.kind !== "any") {
+  const root = resolvedRoot(compiledParameters);
+  if (root.kind !== "object" && root.kind !== "any") {
     throw new InvalidRequestError(
       `Invalid '${param}': the parameters schema must describe an object.`,
       param,
@@ -171,4 +172,13 @@ function checkSchema(
   } catch (error) {
     throw domainApiError(error, { param }) ?? error;
   }
+}
+
+/** The root past references (`{"$ref": "#/$defs/Args", "$defs": ...}`), bounded by the number of definitions. */
+function resolvedRoot(compiled: CompiledSchema): CompiledSchema["root"] {
+  let node = compiled.root;
+  for (let hops = 0; node.kind === "ref" && hops <= compiled.defs.size; hops++) {
+    node = compiled.defs.get(node.name) ?? { kind: "any" };
+  }
+  return node;
 }
