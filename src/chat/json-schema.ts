@@ -363,9 +363,12 @@ class Compiler {
       if (typeof pattern !== "string")
         throw new JsonSchemaError("'pattern' must be a string.", `${path}/pattern`);
       try {
-        node.pattern = parsePattern(pattern);
+        node.pattern = clampLengths(parsePattern(pattern), minLength, maxLength);
       } catch (error) {
         if (!(error instanceof PatternError)) throw error;
+        // zod writes its own regex of a format beside it (its e-mail one has lookaheads): the format, enforced by
+        // grammar, stands for it, and the pattern is a hint.
+        if (node.format !== undefined) return node;
         this.unenforceable(
           `This 'pattern' is not supported in strict mode: ${error.message}`,
           `${path}/pattern`,
@@ -494,6 +497,20 @@ class Compiler {
     }
     return value;
   }
+}
+
+/**
+ * `^[a-z]+$` beside `maxLength: 8`: a pattern that is one repeated class takes the length bounds into its
+ * repetition, so the grammar enforces both (other patterns leave the lengths to the check after generation).
+ */
+function clampLengths(pattern: Pattern, minLength: number, maxLength: number | undefined): Pattern {
+  const re = pattern.regex;
+  if (!pattern.anchoredStart || !pattern.anchoredEnd || re.kind !== "repeat" || re.item.kind !== "set") {
+    return pattern;
+  }
+  const min = Math.max(re.min, minLength);
+  const max = Math.min(re.max, maxLength ?? Number.POSITIVE_INFINITY);
+  return min > max ? pattern : { ...pattern, regex: { ...re, min, max } };
 }
 
 /** `{"type":"object", "anyOf":[{...},{...}]}`: each option gets the shared keywords (options win on conflicts). */

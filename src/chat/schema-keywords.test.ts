@@ -170,6 +170,33 @@ describe("patterns by grammar", () => {
     }
   });
 
+  it("zod's format beside its own regex: a regex in the subset is enforced, one outside it stands behind the format", () => {
+    const zodEmail = {
+      type: "string",
+      format: "email",
+      pattern:
+        "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$",
+    };
+    const regex = new RegExp(zodEmail.pattern);
+    for (const text of expectSamplesValid(zodEmail, 50)) expect(JSON.parse(text)).toMatch(/@/);
+    expect(regex.test(JSON.parse(compileJsonSchema(zodEmail).minimal))).toBe(true);
+    const zodUuid = {
+      type: "string",
+      format: "uuid",
+      pattern:
+        "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$",
+    };
+    for (const text of expectSamplesValid(zodUuid, 50))
+      expect(new RegExp(zodUuid.pattern).test(JSON.parse(text))).toBe(true);
+  });
+
+  it("a pattern of one repeated class takes minLength and maxLength into the grammar", () => {
+    const schema = { type: "string", pattern: "^[a-z0-9_]+$", minLength: 3, maxLength: 8 };
+    expectAdmits(schema, ['"abc"', '"abcdefgh"'], ['"ab"', '"abcdefghi"', '"AB"']);
+    expect(compileJsonSchema(schema).minimal).toBe('"aaa"');
+    expectSamplesValid(schema, 100);
+  });
+
   it("the check after generation never backtracks: a nested quantifier on a long value is quick", () => {
     const compiled = compileJsonSchema({ type: "string", pattern: "^(a+)+$" });
     const started = performance.now();
