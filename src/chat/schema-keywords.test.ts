@@ -4,6 +4,7 @@
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { seededRandom as seeded } from "../../test/support/fuzz-requests.js";
 import { Gbnf } from "../../test/support/gbnf-matcher.js";
 import { type CompiledSchema, compileJsonSchema } from "./compiled-schema.js";
@@ -279,6 +280,39 @@ describe("allOf, $ref siblings, tuples, uniqueItems", () => {
         { b: 2, a: 1 },
       ]),
     ).toMatch(/not unique/);
+  });
+});
+
+describe("zod 4's own JSON Schema (what openai-node, the AI SDK and LangChain JS send)", () => {
+  it("compiles strict, and every sampled instance parses with the zod schema itself", () => {
+    const model = z.object({
+      id: z.int(),
+      price: z.number().positive(),
+      stars: z.int().min(1).max(10),
+      email: z.email(),
+      ref: z.uuid(),
+      at: z.iso.datetime(),
+      day: z.iso.date(),
+      clock: z.iso.time(),
+      took: z.iso.duration(),
+      ip: z.ipv4(),
+      ip6: z.ipv6(),
+      tags: z.array(z.string().max(5)).max(3),
+      pair: z.tuple([z.int(), z.string().max(4)]),
+      kind: z.enum(["a", "b"]),
+      note: z.string().max(6).nullable(),
+      code: z.string().regex(/^[A-Z]{2}\d{3}$/),
+    });
+    const schema = z.toJSONSchema(model) as Record<string, unknown>;
+    const compiled = compileJsonSchema(schema, { strict: true });
+    const grammar = grammarOf(compiled);
+    const random = seeded(11);
+    for (let i = 0; i < 100; i++) {
+      const text = grammar.sample(random);
+      const result = model.safeParse(JSON.parse(text));
+      expect(result.success, `${text}: ${JSON.stringify(result.error?.issues)}`).toBe(true);
+    }
+    expect(model.safeParse(JSON.parse(compiled.minimal)).success, compiled.minimal).toBe(true);
   });
 });
 
