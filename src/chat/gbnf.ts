@@ -14,7 +14,8 @@ const MAX_DIGITS = 15;
 // therefore never spend its budget on runaway blank lines inside the JSON.
 const PRIMITIVES: Readonly<Record<string, string>> = Object.freeze({
   ws: '( " " | "\\n" [ ]{0,16} )?',
-  char: '[^"\\\\\\x00-\\x1f] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
+  // A \u escape never writes a lone surrogate (strict JSON parsers, Python's among them, refuse one).
+  char: '[^"\\\\\\x00-\\x1f] | "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cefA-CEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\\\u" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )',
   string: '"\\"" char* "\\""',
   integer: `"-"? ( "0" | [1-9] [0-9]{0,${MAX_DIGITS - 1}} )`,
   number: `integer ( "." [0-9]{1,${MAX_DIGITS}} )?`,

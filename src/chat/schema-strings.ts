@@ -26,7 +26,8 @@ export function isStringFormat(value: unknown): value is StringFormat {
  * addresses of the characters every validator accepts.
  */
 const FORMAT_RULES: Readonly<Record<string, string>> = Object.freeze({
-  "fmt-digits": "[0-9]{1,9}",
+  // Up to 9999 of a unit: a duration every parser can hold (Python's timedelta ends near 2.7 million years).
+  "fmt-digits": "[0-9]{1,4}",
   "fmt-hex": "[0-9a-fA-F]",
   "fmt-alnum": "[a-zA-Z0-9]",
   "fmt-label": 'fmt-alnum+ ( "-"+ fmt-alnum+ )*',
