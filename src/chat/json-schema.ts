@@ -1,6 +1,7 @@
 // JSON Schema as OpenAI defines it: parsed into a graph of nodes the grammar enforces and the checker validates.
 import { mergeAllOf } from "./schema-all-of.js";
 import { BudgetMeter } from "./schema-budget.js";
+import { ANNOTATIONS, constraining, SUPPORTED_KEYWORDS, withoutDefs } from "./schema-keywords.js";
 import { type Bound, shortestNumber } from "./schema-numbers.js";
 import { type Pattern, PatternError, parsePattern } from "./schema-pattern.js";
 import { isStringFormat, STRING_FORMATS, type StringFormat } from "./schema-strings.js";
@@ -75,54 +76,6 @@ export interface ParseOptions {
 
 const TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"] as const;
 type TypeName = (typeof TYPES)[number];
-
-/** Keywords a strict schema may use: each is enforced by grammar or validated after generation. */
-export const SUPPORTED_KEYWORDS: ReadonlySet<string> = new Set([
-  "type",
-  "properties",
-  "required",
-  "additionalProperties",
-  "items",
-  "prefixItems",
-  "additionalItems",
-  "minItems",
-  "maxItems",
-  "uniqueItems",
-  "enum",
-  "const",
-  "anyOf",
-  "oneOf",
-  "allOf",
-  "$ref",
-  "$defs",
-  "definitions",
-  "minLength",
-  "maxLength",
-  "pattern",
-  "format",
-  "minimum",
-  "maximum",
-  "exclusiveMinimum",
-  "exclusiveMaximum",
-  "multipleOf",
-]);
-/** Keywords that describe but never constrain: accepted and left out of the grammar. */
-export const ANNOTATIONS: ReadonlySet<string> = new Set([
-  "title",
-  "description",
-  "default",
-  "examples",
-  "$schema",
-  "$id",
-  "$anchor",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-  "discriminator",
-  "contentEncoding",
-  "contentMediaType",
-]);
 
 /**
  * Parses a schema into its graph, charging `meter` for every node; throws JsonSchemaError naming the first keyword
@@ -518,16 +471,6 @@ function mergeSiblings(rest: Record<string, unknown>, option: unknown): unknown 
   const shared = Object.fromEntries(constraining(Object.keys(rest)).map((key) => [key, rest[key]]));
   if (Object.keys(shared).length === 0 || !isObject(option)) return option;
   return { ...shared, ...option };
-}
-
-/** The keywords that constrain (the root's definitions are not a constraint of the schema they sit in). */
-function constraining(keys: readonly string[]): string[] {
-  return keys.filter((k) => SUPPORTED_KEYWORDS.has(k) && k !== "$defs" && k !== "definitions");
-}
-
-function withoutDefs(schema: Record<string, unknown>): Record<string, unknown> {
-  const { $defs: _d, definitions: _x, ...rest } = schema;
-  return rest;
 }
 
 function asRecord(value: unknown): Record<string, unknown> {
