@@ -5,6 +5,7 @@ import { parseJsonSchema, type SchemaGraph, type SchemaNode } from "./json-schem
 import { checkRecursionAmbiguity } from "./schema-ambiguity.js";
 import { BudgetMeter, type SchemaCost } from "./schema-budget.js";
 import { minimalInstance } from "./schema-minimal.js";
+import { enumeratedMultiples } from "./schema-numbers.js";
 import { checkNesting, checkSchemaValidity } from "./schema-validity.js";
 
 /**
@@ -119,6 +120,15 @@ export function openAlternatives(graph: SchemaGraph): number {
       case "anyOf":
         result = node.options.reduce((sum, option) => sum + count(option), 0);
         break;
+      case "integer":
+      case "number": {
+        // `multipleOf` within close bounds is a choice among the multiples, like an enum.
+        const constraint = { integer: node.kind === "integer", lower: node.lower, upper: node.upper };
+        const multiples =
+          node.multipleOf === undefined ? undefined : enumeratedMultiples(constraint, node.multipleOf);
+        result = multiples?.length ?? 1;
+        break;
+      }
       case "ref": {
         const target = graph.defs.get(node.name);
         if (target === undefined || visiting.has(node.name)) return 1;

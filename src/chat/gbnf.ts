@@ -1,7 +1,7 @@
 // GBNF (llama.cpp grammar) text for JSON values, JSON Schema instances, tool calls and reasoning blocks.
 import type { SchemaGraph, SchemaNode } from "./json-schema.js";
 import { BudgetMeter } from "./schema-budget.js";
-import { NumberGrammar } from "./schema-numbers.js";
+import { enumeratedMultiples, NumberGrammar } from "./schema-numbers.js";
 import { patternGrammar } from "./schema-pattern.js";
 import { formatRules } from "./schema-strings.js";
 
@@ -229,15 +229,18 @@ class SchemaEmitter {
     );
   }
 
-  /** Bounds by digit ranges; without bounds the shared primitive (at most 15 digits each side of the point). */
+  /**
+   * Bounds by digit ranges; without bounds the shared primitive (at most 15 digits each side of the point); a
+   * `multipleOf` with few multiples within the bounds, as the choice among them.
+   */
   private number(node: Extract<SchemaNode, { kind: "integer" | "number" }>): string {
+    const constraint = { integer: node.kind === "integer", lower: node.lower, upper: node.upper };
+    const multiples =
+      node.multipleOf === undefined ? undefined : enumeratedMultiples(constraint, node.multipleOf);
+    if (multiples !== undefined) return this.rule(group(multiples.map((m) => literal(m))), "#");
     if (node.lower === undefined && node.upper === undefined) return this.g.primitive(node.kind);
     const numbers = new NumberGrammar();
-    const expression = numbers.expression({
-      integer: node.kind === "integer",
-      lower: node.lower,
-      upper: node.upper,
-    });
+    const expression = numbers.expression(constraint);
     if (expression === undefined) throw new Error("a numeric range without numbers passed the parser");
     return this.rule(expression, "#", numbers.repetitions);
   }

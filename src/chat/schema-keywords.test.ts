@@ -107,7 +107,16 @@ describe("numeric bounds by grammar", () => {
     expectSamplesValid({ type: "integer", minimum: -1e300, maximum: 3 }, 50);
   });
 
-  it("multipleOf is validated after generation", () => {
+  it("multipleOf within close bounds is enforced by grammar (a choice among the multiples)", () => {
+    const five = { type: "integer", minimum: 0, maximum: 100, multipleOf: 5 };
+    expectAdmits(five, ["0", "5", "100", "55"], ["3", "101", "105", "-5"]);
+    expectSamplesValid(five, 100);
+    const quarter = { type: "number", minimum: -1, maximum: 1, multipleOf: 0.25 };
+    expectAdmits(quarter, ["-1", "-0.25", "0", "0.75", "1"], ["0.3", "1.25", "-0"]);
+    expectSamplesValid(quarter, 100);
+  });
+
+  it("multipleOf is validated after generation otherwise", () => {
     const compiled = compileJsonSchema({ type: "integer", multipleOf: 3 });
     expect(validateJson(compiled, 9)).toBeUndefined();
     expect(validateJson(compiled, 10)).toMatch(/multiple of 3/);

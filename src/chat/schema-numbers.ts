@@ -358,6 +358,34 @@ function shortestIn(side: Side): string | undefined {
   return undefined;
 }
 
+/** Multiples written out as alternatives at most: past this, `multipleOf` is validated after generation. */
+export const MAX_ENUMERATED_MULTIPLES = 64;
+
+/**
+ * Every multiple of `step` within both bounds as JSON text, when there are at most MAX_ENUMERATED_MULTIPLES of
+ * them (the grammar then enforces `multipleOf` as a choice among them); undefined otherwise.
+ */
+export function enumeratedMultiples(c: NumericConstraint, step: number): string[] | undefined {
+  if (c.lower === undefined || c.upper === undefined) return undefined;
+  const first = Math.ceil(c.lower.value / step);
+  const last = Math.floor(c.upper.value / step);
+  if (
+    !Number.isSafeInteger(first) ||
+    !Number.isSafeInteger(last) ||
+    last - first >= 2 * MAX_ENUMERATED_MULTIPLES
+  ) {
+    return undefined;
+  }
+  const texts: string[] = [];
+  for (let k = first; k <= last; k++) {
+    const text = String(Number((k * step).toPrecision(DIGITS)));
+    if (!/^-?\d+(\.\d+)?$/.test(text) || numberProblem(Number(text), c, step) !== undefined) continue;
+    if (c.integer && !Number.isInteger(Number(text))) continue;
+    texts.push(text === "-0" ? "0" : text);
+  }
+  return texts.length > 0 && texts.length <= MAX_ENUMERATED_MULTIPLES ? texts : undefined;
+}
+
 /** Why `value` breaks the constraint, or undefined. */
 export function numberProblem(value: number, c: NumericConstraint, multipleOf?: number): string | undefined {
   const { lower, upper } = c;
