@@ -11,6 +11,7 @@ import { mapDomainError } from "../errors/domain-errors.js";
 import { parseJsonBody } from "../errors/validation.js";
 import { rateLimitHeaders } from "../limits/headers.js";
 import type { Logger } from "../observability/logger.js";
+import type { Metrics } from "../observability/metrics.js";
 import { completionBody } from "./chat-completion-body.js";
 import { streamCompletion } from "./chat-completion-stream.js";
 import { parseChatRequest } from "./chat-request.js";
@@ -20,6 +21,8 @@ import { type CompletionMeta, completionId } from "./wire.js";
 export interface ChatCompletionsDeps {
   completions: CompletionsService;
   logger: Logger;
+  /** Counts replies whose structured output failed the check after generation. */
+  metrics?: Pick<Metrics, "structuredOutputInvalid">;
   /**
    * Largest n, the body's size and the other bounds of a request, what its schemas may cost, how often a silent
    * stream sends a keep-alive comment, and how long a stream may wait for a client that reads nothing before it is
@@ -65,8 +68,11 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
     created: Math.floor(Date.now() / 1000),
     model: parsed.model,
   };
-  const onInvalid = (invalid: string) =>
+  // The reply is still returned as generated (its text may already be streamed): logged and counted.
+  const onInvalid = (invalid: string) => {
     deps.logger.warn({ requestId, invalid }, "structured output failed validation");
+    deps.metrics?.structuredOutputInvalid(parsed.model);
+  };
   if (!parsed.stream) {
     const body = await completionBody(generation, meta, {
       n: parsed.n,

@@ -39,19 +39,42 @@ describe("parseChatRequest: response_format", () => {
     ).toEqual({ type: "json_schema", name: "x", schema, compiled: compileJsonSchema(schema) });
   });
 
-  it("names the first unsupported keyword with its place in the schema", () => {
+  it("strict: names the first keyword it cannot enforce with its place in the schema", () => {
+    const schema = { type: "object", properties: { n: { type: "number", minimum: 1, not: { const: 2 } } } };
     const error = rejection({
-      response_format: {
-        type: "json_schema",
-        json_schema: {
-          name: "x",
-          schema: { type: "object", properties: { n: { type: "number", minimum: 1 } } },
-        },
-      },
+      response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: true } },
     });
     expect(error.status).toBe(400);
     expect(error.param).toBe("response_format.json_schema.schema");
-    expect(error.message).toMatch(/'minimum' is not supported.*#\/properties\/n/);
+    expect(error.message).toMatch(/'not' is not supported.*#\/properties\/n/);
+    // Not strict, the schema is a hint: accepted, `minimum` enforced, `not` left out.
+    const hint = parse({ response_format: { type: "json_schema", json_schema: { name: "x", schema } } });
+    expect(hint.output?.format.type).toBe("json_schema");
+  });
+
+  it("tool parameters whose root is a reference to an object definition are an object", () => {
+    const parameters = {
+      $ref: "#/$defs/Args",
+      $defs: {
+        Args: { type: "object", properties: { n: { type: "integer", minimum: 1 } }, required: ["n"] },
+      },
+    };
+    const parsed = parse({ tools: [{ type: "function", function: { name: "f", parameters } }] });
+    expect(parsed.output?.tools[0]?.compiledParameters.minimal).toBe('{"n":1}');
+  });
+
+  it("any schema that is not valid JSON Schema is a 400 naming the place, strict or not", () => {
+    for (const strict of [true, false]) {
+      const error = rejection({
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "x", schema: { type: "object", properties: { n: { minimum: "a" } } }, strict },
+        },
+      });
+      expect(error.status).toBe(400);
+      expect(error.param).toBe("response_format.json_schema.schema");
+      expect(error.message).toMatch(/#\/properties\/n\/minimum/);
+    }
   });
 });
 
@@ -65,7 +88,7 @@ describe("parseChatRequest: tools", () => {
           name: "get_weather",
           description: "Weather for a city",
           parameters: weather.function.parameters,
-          compiledParameters: compileJsonSchema(weather.function.parameters),
+          compiledParameters: compileJsonSchema(weather.function.parameters, { strict: false }),
         },
       ],
       toolChoice: "required",
@@ -102,10 +125,17 @@ describe("parseChatRequest: tools", () => {
     ],
     ["duplicate names", { tools: [weather, weather] }, "tools[1].function.name", /Duplicate function name/],
     [
-      "an unsupported parameters keyword",
-      { tools: [{ type: "function", function: { name: "f", parameters: { type: "object", allOf: [] } } }] },
+      "a strict tool's parameters keyword it cannot enforce",
+      {
+        tools: [
+          {
+            type: "function",
+            function: { name: "f", strict: true, parameters: { type: "object", patternProperties: {} } },
+          },
+        ],
+      },
       "tools[0].function.parameters",
-      /'allOf' is not supported/,
+      /'patternProperties' is not supported/,
     ],
     [
       "parameters that are not an object",

@@ -175,8 +175,9 @@ const NO_PARAMETERS = Object.freeze({ type: "object", properties: {} });
 function toolDefinition(tool: z.infer<typeof toolSchema>, index: number, meter: BudgetMeter): ToolDefinition {
   const fn = tool.function;
   const param = `tools[${index}].function.parameters`;
-  const compiledParameters = checkSchema(fn.parameters ?? NO_PARAMETERS, param, meter);
-  if (compiledParameters.root.kind !== "object" && compiledParameters.root.kind !== "any") {
+  const compiledParameters = checkSchema(fn.parameters ?? NO_PARAMETERS, param, meter, fn.strict === true);
+  const root = resolvedRoot(compiledParameters);
+  if (root.kind !== "object" && root.kind !== "any") {
     throw new InvalidRequestError(
       `Invalid '${param}': the parameters schema must describe an object.`,
       param,
@@ -217,19 +218,37 @@ function toFormat(format: OutputFields["response_format"], meter: BudgetMeter): 
   if (format.type === "json_object") return { type: "json_object" };
   const schema = format.json_schema.schema;
   if (schema === undefined) return { type: "json_object" };
-  const compiled = checkSchema(schema, "response_format.json_schema.schema", meter);
+  const compiled = checkSchema(
+    schema,
+    "response_format.json_schema.schema",
+    meter,
+    format.json_schema.strict === true,
+  );
   return { type: "json_schema", name: format.json_schema.name, schema, compiled };
 }
 
-/** The one compilation of a request's schema; one it cannot take is a 400 naming the schema's place. */
+/**
+ * The one compilation of a request's schema; one it cannot take is a 400 naming the schema's place. `strict` (the
+ * client's `strict: true`): every keyword enforced or a 400; otherwise the schema is a hint, as OpenAI treats it.
+ */
 function checkSchema(
   schema: Readonly<Record<string, unknown>> | boolean,
   param: string,
   meter: BudgetMeter,
+  strict: boolean,
 ): CompiledSchema {
   try {
-    return compileJsonSchema(schema, { meter });
+    return compileJsonSchema(schema, { meter, strict });
   } catch (error) {
     throw domainApiError(error, { param }) ?? error;
   }
+}
+
+/** The root past references (`{"$ref": "#/$defs/Args", "$defs": ...}`), bounded by the number of definitions. */
+function resolvedRoot(compiled: CompiledSchema): CompiledSchema["root"] {
+  let node = compiled.root;
+  for (let hops = 0; node.kind === "ref" && hops <= compiled.defs.size; hops++) {
+    node = compiled.defs.get(node.name) ?? { kind: "any" };
+  }
+  return node;
 }

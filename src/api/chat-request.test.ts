@@ -606,15 +606,15 @@ describe("parseChatRequest: chat_template_kwargs", () => {
 describe("parseChatRequest: fields not supported", () => {
   it.each<[string, Record<string, unknown>, string, RegExp | string]>([
     [
-      "a json_schema with an unsupported keyword",
+      "a strict json_schema with a pattern outside the supported subset",
       {
         response_format: {
           type: "json_schema",
-          json_schema: { name: "x", schema: { type: "string", pattern: "a+" } },
+          json_schema: { name: "x", schema: { type: "string", pattern: "(?=a)a+" }, strict: true },
         },
       },
       "response_format.json_schema.schema",
-      /keyword 'pattern' is not supported/,
+      /'pattern' is not supported/,
     ],
     [
       "json_object with extras",

@@ -108,6 +108,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const chat = {
     completions: services.completions,
     logger,
+    metrics: services.metrics,
     limits: {
       maxN: services.config.server.maxN,
       maxBodyBytes,

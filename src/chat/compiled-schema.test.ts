@@ -4,8 +4,12 @@ import {
   defsDag,
   defsDoubling,
   hugeEnum,
+  longPattern,
+  manyFormats,
   manyLengths,
   manyOptional,
+  manyPatterns,
+  manyRanges,
   minItemsProduct,
   nestedUnions,
 } from "../../test/support/adversarial-schemas.js";
@@ -99,6 +103,8 @@ describe("the schema budget", () => {
     ["an enum of 4000", hugeEnum(4000), "alternatives"],
     ["an enum of 100000", hugeEnum(100000), "nodes"],
     ["100 distinct maxLengths near 1000", manyLengths(100), "repetitions"],
+    ["200 integer and 200 decimal ranges", manyRanges(200), "repetitions"],
+    ["200 distinct patterns", manyPatterns(200), "repetitions"],
   ])("refuses %s naming the limit", (_, schema, limit) => {
     expect(refusal(schema)).toBe(limit);
   });
@@ -110,6 +116,10 @@ describe("the schema budget", () => {
       deepNesting(32),
       defsDoubling(12),
       nestedUnions(30, 2),
+      manyRanges(20),
+      manyPatterns(20),
+      longPattern(100),
+      manyFormats(20),
     ]) {
       expect(refusal(schema)).toBe("accepted");
     }

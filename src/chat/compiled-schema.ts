@@ -5,6 +5,8 @@ import { parseJsonSchema, type SchemaGraph, type SchemaNode } from "./json-schem
 import { checkRecursionAmbiguity } from "./schema-ambiguity.js";
 import { BudgetMeter, type SchemaCost } from "./schema-budget.js";
 import { minimalInstance } from "./schema-minimal.js";
+import { enumeratedMultiples } from "./schema-numbers.js";
+import { checkNesting, checkSchemaValidity } from "./schema-validity.js";
 
 /**
  * A schema compiled for generation and validation. The API compiles each schema of a request once, when it checks
@@ -23,6 +25,11 @@ export interface CompiledSchema extends SchemaGraph {
 export interface CompileOptions {
   /** The request's meter: every schema of one request draws on the same budget. Default: a fresh default one. */
   meter?: BudgetMeter;
+  /**
+   * OpenAI's `strict`: every keyword enforced (by grammar or validated after generation) or a 400. Not strict: any
+   * valid JSON Schema, enforced as far as Hearth can, the rest a hint. Default: strict.
+   */
+  strict?: boolean;
 }
 
 /** Compiled schemas by hash, least recently used first. Bounded in entries and in grammar bytes. */
@@ -38,11 +45,13 @@ let cachedBytes = 0;
  */
 export function compileJsonSchema(schema: unknown, options: CompileOptions = {}): CompiledSchema {
   const meter = options.meter ?? new BudgetMeter();
+  checkNesting(schema);
   const hash = createHash("sha256")
     .update(JSON.stringify(schema) ?? "")
     .digest("hex");
   // The budget is part of the key: a schema compiled under a larger budget says nothing about this one.
-  const key = `${hash}:${JSON.stringify(meter.budget)}`;
+  const strict = options.strict ?? true;
+  const key = `${hash}:${strict}:${JSON.stringify(meter.budget)}`;
   const cached = cache.get(key);
   if (cached !== undefined) {
     meter.chargeCost(cached.cost, "#");
@@ -52,11 +61,12 @@ export function compileJsonSchema(schema: unknown, options: CompileOptions = {})
     return cached;
   }
   const before = meter.cost();
-  const graph = parseJsonSchema(schema, meter);
+  const graph = parseJsonSchema(schema, meter, { strict });
+  checkSchemaValidity(schema);
   meter.check("alternatives", openAlternatives(graph), "#");
   checkRecursionAmbiguity(graph);
   const minimal = minimalInstance(graph, meter);
-  const grammar = schemaGrammar(graph, `s${hash.slice(0, 8)}`, meter);
+  const grammar = schemaGrammar(graph, `${strict ? "s" : "h"}${hash.slice(0, 8)}`, meter);
   const compiled: CompiledSchema = { ...graph, hash, grammar, minimal, cost: meter.cost(before) };
   remember(key, compiled);
   return compiled;
@@ -95,7 +105,7 @@ export function openAlternatives(graph: SchemaGraph): number {
         result = node.values.length;
         break;
       case "array":
-        result = count(node.items);
+        result = Math.max(count(node.items), ...(node.prefix ?? []).map(count));
         break;
       case "object": {
         result = node.additional === false ? 1 : count(node.additional);
@@ -110,6 +120,15 @@ export function openAlternatives(graph: SchemaGraph): number {
       case "anyOf":
         result = node.options.reduce((sum, option) => sum + count(option), 0);
         break;
+      case "integer":
+      case "number": {
+        // `multipleOf` within close bounds is a choice among the multiples, like an enum.
+        const constraint = { integer: node.kind === "integer", lower: node.lower, upper: node.upper };
+        const multiples =
+          node.multipleOf === undefined ? undefined : enumeratedMultiples(constraint, node.multipleOf);
+        result = multiples?.length ?? 1;
+        break;
+      }
       case "ref": {
         const target = graph.defs.get(node.name);
         if (target === undefined || visiting.has(node.name)) return 1;

@@ -1,6 +1,9 @@
 // GBNF (llama.cpp grammar) text for JSON values, JSON Schema instances, tool calls and reasoning blocks.
 import type { SchemaGraph, SchemaNode } from "./json-schema.js";
 import { BudgetMeter } from "./schema-budget.js";
+import { enumeratedMultiples, NumberGrammar } from "./schema-numbers.js";
+import { patternGrammar } from "./schema-pattern.js";
+import { formatRules } from "./schema-strings.js";
 
 /** Nesting allowed in free-form JSON (json_object, untyped schema parts): deeper is never needed and bounds the grammar. */
 export const FREE_JSON_DEPTH = 6;
@@ -11,7 +14,8 @@ const MAX_DIGITS = 15;
 // therefore never spend its budget on runaway blank lines inside the JSON.
 const PRIMITIVES: Readonly<Record<string, string>> = Object.freeze({
   ws: '( " " | "\\n" [ ]{0,16} )?',
-  char: '[^"\\\\\\x00-\\x1f] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
+  // A \u escape never writes a lone surrogate (strict JSON parsers, Python's among them, refuse one).
+  char: '[^"\\\\\\x00-\\x1f] | "\\\\" ( ["\\\\/bfnrt] | "u" ( [0-9a-cefA-CEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} "\\\\u" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )',
   string: '"\\"" char* "\\""',
   integer: `"-"? ( "0" | [1-9] [0-9]{0,${MAX_DIGITS - 1}} )`,
   number: `integer ( "." [0-9]{1,${MAX_DIGITS}} )?`,
@@ -125,13 +129,14 @@ class SchemaEmitter {
     private readonly meter: BudgetMeter,
   ) {}
 
-  /** A new rule for `body`, or the rule that already has this body. */
-  private rule(body: string, at: string): string {
+  /** A new rule for `body` (charged with the `repetitions` it expands to), or the rule that already has this body. */
+  private rule(body: string, at: string, repetitions = 0): string {
     const existing = this.bodies.get(body);
     if (existing !== undefined) return existing;
     this.counter++;
     const name = `${this.prefix}-${this.counter}`;
     this.charge(name, body, at);
+    this.meter.charge("repetitions", repetitions, at);
     this.bodies.set(body, name);
     return this.g.rule(name, body);
   }
@@ -155,20 +160,11 @@ class SchemaEmitter {
         return g.freeValue(1);
       case "literal":
         return group(node.values.map((v) => literal(JSON.stringify(v))));
-      case "string": {
-        g.primitive("string");
-        if (node.minLength === 0 && node.maxLength === undefined) return "string";
-        const max = node.maxLength === undefined ? "" : String(node.maxLength);
-        return this.repeat(
-          `string-${node.minLength}-${max === "" ? "x" : max}`,
-          node.maxLength ?? node.minLength,
-          `"\\"" char{${node.minLength},${max}} "\\""`,
-        );
-      }
+      case "string":
+        return this.string(node);
       case "integer":
-        return g.primitive("integer");
       case "number":
-        return g.primitive("number");
+        return this.number(node);
       case "boolean":
         return g.primitive("boolean");
       case "null":
@@ -207,9 +203,52 @@ class SchemaEmitter {
     return name;
   }
 
+  /** A pattern or a format shapes the content (lengths beside them are validated after generation). */
+  private string(node: Extract<SchemaNode, { kind: "string" }>): string {
+    const g = this.g;
+    g.primitive("string");
+    if (node.pattern !== undefined) {
+      const { expression, repetitions } = patternGrammar(node.pattern, "char");
+      return this.rule(`"\\"" ${expression} "\\""`, "#", repetitions);
+    }
+    if (node.format !== undefined) {
+      for (const [name, body] of formatRules(node.format)) {
+        if (g.has(name)) continue;
+        this.charge(name, body, "#");
+        this.meter.charge("repetitions", expandedRepetitions(body), "#");
+        g.rule(name, body);
+      }
+      return this.rule(`"\\"" fmt-${node.format} "\\""`, "#");
+    }
+    if (node.minLength === 0 && node.maxLength === undefined) return "string";
+    const max = node.maxLength === undefined ? "" : String(node.maxLength);
+    return this.repeat(
+      `string-${node.minLength}-${max === "" ? "x" : max}`,
+      node.maxLength ?? node.minLength,
+      `"\\"" char{${node.minLength},${max}} "\\""`,
+    );
+  }
+
+  /**
+   * Bounds by digit ranges; without bounds the shared primitive (at most 15 digits each side of the point); a
+   * `multipleOf` with few multiples within the bounds, as the choice among them.
+   */
+  private number(node: Extract<SchemaNode, { kind: "integer" | "number" }>): string {
+    const constraint = { integer: node.kind === "integer", lower: node.lower, upper: node.upper };
+    const multiples =
+      node.multipleOf === undefined ? undefined : enumeratedMultiples(constraint, node.multipleOf);
+    if (multiples !== undefined) return this.rule(group(multiples.map((m) => literal(m))), "#");
+    if (node.lower === undefined && node.upper === undefined) return this.g.primitive(node.kind);
+    const numbers = new NumberGrammar();
+    const expression = numbers.expression(constraint);
+    if (expression === undefined) throw new Error("a numeric range without numbers passed the parser");
+    return this.rule(expression, "#", numbers.repetitions);
+  }
+
   private array(node: Extract<SchemaNode, { kind: "array" }>): string {
     this.g.primitive("ws");
     if (node.maxItems === 0) return '"[" ws "]"';
+    if (node.prefix !== undefined) return this.tuple(node, node.prefix);
     const item = this.named(node.items);
     const restMin = Math.max(0, node.minItems - 1);
     const restMax = node.maxItems === undefined ? "" : String(node.maxItems - 1);
@@ -224,6 +263,37 @@ class SchemaEmitter {
     }
     const items = `${item} ${rest} ws`;
     return node.minItems === 0 ? `"[" ws ( ${items} )? "]"` : `"[" ws ${items} "]"`;
+  }
+
+  /**
+   * `prefixItems`: item i is written with its own schema, the first `minItems` are required, later ones (nested
+   * optional groups, linear in the tuple's length) may be left out; past the prefix, `items` with the rest of the
+   * count bounds.
+   */
+  private tuple(node: Extract<SchemaNode, { kind: "array" }>, prefix: readonly SchemaNode[]): string {
+    const max = node.maxItems ?? Number.POSITIVE_INFINITY;
+    const count = Math.min(prefix.length, max);
+    let tail = "";
+    if (max > prefix.length) {
+      const item = this.named(node.items);
+      const restMin = Math.max(0, node.minItems - prefix.length);
+      const restMax = node.maxItems === undefined ? "" : String(node.maxItems - prefix.length);
+      const body = `( "," ws ${item} ){${restMin},${restMax}}`;
+      tail =
+        restMin === 0 && restMax === ""
+          ? `( "," ws ${item} )*`
+          : this.repeat(
+              `${item}-rep-${restMin}-${restMax === "" ? "x" : restMax}`,
+              node.maxItems ?? restMin,
+              body,
+            );
+    }
+    for (let i = count - 1; i >= 0; i--) {
+      const rest = `${tail === "" ? "" : ` ${tail}`}${i === 0 ? " ws" : ""}`;
+      const element = `${i === 0 ? "" : '"," ws '}${this.named(prefix[i] as SchemaNode)}${rest}`;
+      tail = this.rule(i >= node.minItems ? `( ${element} )?` : element, "#");
+    }
+    return `"[" ws ${tail} "]"`;
   }
 
   /**
@@ -260,6 +330,13 @@ class SchemaEmitter {
     };
     return `"{" ws ${first(0)} ws "}"`;
   }
+}
+
+/** The rules llama.cpp expands a body's bounded repetitions into (`x{2,5}` is 5). */
+function expandedRepetitions(body: string): number {
+  let total = 0;
+  for (const match of body.matchAll(/\{(\d+)(?:,(\d*))?\}/g)) total += Number(match[2] || match[1]);
+  return total;
 }
 
 /** A GBNF string literal. */

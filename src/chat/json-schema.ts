@@ -1,16 +1,38 @@
-// The JSON Schema subset Hearth enforces by grammar: parsed into a graph of nodes, validated against after generation.
+// JSON Schema as OpenAI defines it: parsed into a graph of nodes the grammar enforces and the checker validates.
+import { mergeAllOf } from "./schema-all-of.js";
 import { BudgetMeter } from "./schema-budget.js";
+import { ANNOTATIONS, constraining, SUPPORTED_KEYWORDS, withoutDefs } from "./schema-keywords.js";
+import { type Bound, shortestNumber } from "./schema-numbers.js";
+import { type Pattern, PatternError, parsePattern } from "./schema-pattern.js";
+import { isStringFormat, STRING_FORMATS, type StringFormat } from "./schema-strings.js";
+import { isObject } from "./schema-validate.js";
+
+export { validateJson } from "./schema-validate.js";
+export { isObject };
 
 /** A schema reduced to what generation and validation need; `ref` points into `CompiledSchema.defs`. */
 export type SchemaNode =
   | { kind: "any" }
   | { kind: "literal"; values: readonly unknown[] }
-  | { kind: "string"; minLength: number; maxLength: number | undefined }
-  | { kind: "integer" }
-  | { kind: "number" }
+  | {
+      kind: "string";
+      minLength: number;
+      maxLength: number | undefined;
+      format?: StringFormat;
+      pattern?: Pattern;
+    }
+  | { kind: "integer" | "number"; lower?: Bound; upper?: Bound; multipleOf?: number }
   | { kind: "boolean" }
   | { kind: "null" }
-  | { kind: "array"; items: SchemaNode; minItems: number; maxItems: number | undefined }
+  | {
+      kind: "array";
+      items: SchemaNode;
+      minItems: number;
+      maxItems: number | undefined;
+      /** `prefixItems`: the schemas of the first items, `items` applies after them. */
+      prefix?: readonly SchemaNode[];
+      unique?: boolean;
+    }
   | { kind: "object"; properties: readonly PropertyNode[]; additional: SchemaNode | false }
   | { kind: "anyOf"; options: readonly SchemaNode[]; exactlyOne: boolean }
   | { kind: "ref"; name: string };
@@ -44,58 +66,41 @@ export class JsonSchemaError extends Error {
 /** Bounds that keep grammars small (llama.cpp expands `x{m,n}` into n rules). */
 export const SCHEMA_LIMITS = Object.freeze({ maxLength: 1000, maxItems: 100, maxDepth: 32 });
 
+export interface ParseOptions {
+  /**
+   * Strict (OpenAI's `strict: true`): every keyword is enforced by grammar or validated after generation, and one
+   * Hearth cannot enforce is a 400. Not strict: the schema is a hint; what can be enforced is, the rest is ignored.
+   */
+  strict?: boolean;
+}
+
 const TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"] as const;
 type TypeName = (typeof TYPES)[number];
 
-const STRUCTURAL = new Set([
-  "type",
-  "properties",
-  "required",
-  "additionalProperties",
-  "items",
-  "minItems",
-  "maxItems",
-  "enum",
-  "const",
-  "anyOf",
-  "oneOf",
-  "$ref",
-  "$defs",
-  "definitions",
-  "minLength",
-  "maxLength",
-]);
-/** Keywords that describe but never constrain: accepted and left out of the grammar. */
-const ANNOTATIONS = new Set([
-  "title",
-  "description",
-  "default",
-  "examples",
-  "$schema",
-  "$id",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-]);
-
 /**
- * Parses a schema of the supported subset into its graph, charging `meter` for every node; throws JsonSchemaError
- * naming the first unsupported keyword, SchemaBudgetError when the schema costs more than the budget allows.
+ * Parses a schema into its graph, charging `meter` for every node; throws JsonSchemaError naming the first keyword
+ * that cannot be enforced (strict) or that is not valid JSON Schema, SchemaBudgetError when the schema costs more
+ * than the budget allows.
  */
-export function parseJsonSchema(schema: unknown, meter: BudgetMeter = new BudgetMeter()): SchemaGraph {
+export function parseJsonSchema(
+  schema: unknown,
+  meter: BudgetMeter = new BudgetMeter(),
+  options: ParseOptions = {},
+): SchemaGraph {
   if (!isObject(schema) && typeof schema !== "boolean") {
     throw new JsonSchemaError("A JSON Schema must be an object.", "#");
   }
   const defs = new Map<string, SchemaNode>();
   const rawDefs = isObject(schema) ? { ...asRecord(schema.definitions), ...asRecord(schema.$defs) } : {};
   const defKeyword = isObject(schema) && schema.$defs !== undefined ? "$defs" : "definitions";
-  const compiler = new Compiler(new Set(Object.keys(rawDefs)), meter);
+  const compiler = new Compiler(rawDefs, meter, options.strict ?? true);
   for (const [name, def] of Object.entries(rawDefs)) {
     defs.set(name, compiler.node(def, `#/${defKeyword}/${name}`, 1));
   }
   return { root: compiler.node(schema, "#", 0), defs };
 }
+
+const REF = /^#\/(?:\$defs|definitions)\/([^/]+)$/;
 
 class Compiler {
   /** Subschemas already compiled, by identity, with the height of their node graph (for the depth bound). */
@@ -103,8 +108,9 @@ class Compiler {
   private readonly heights = new WeakMap<SchemaNode, number>();
 
   constructor(
-    private readonly defNames: ReadonlySet<string>,
+    private readonly rawDefs: Readonly<Record<string, unknown>>,
     private readonly meter: BudgetMeter,
+    private readonly strict: boolean,
   ) {}
 
   node(schema: unknown, path: string, depth: number): SchemaNode {
@@ -131,7 +137,7 @@ class Compiler {
     const below = (children: readonly SchemaNode[]) =>
       children.reduce((max, child) => Math.max(max, 1 + this.heightOf(child)), 0);
     let height = 0;
-    if (node.kind === "array") height = below([node.items]);
+    if (node.kind === "array") height = below([node.items, ...(node.prefix ?? [])]);
     else if (node.kind === "anyOf") height = below(node.options);
     else if (node.kind === "object") {
       const children = node.properties.map((p) => p.schema);
@@ -141,23 +147,35 @@ class Compiler {
     return height;
   }
 
+  /** A keyword Hearth cannot enforce: a 400 in a strict schema; a hint (ignored) otherwise. */
+  private unenforceable(message: string, path: string): void {
+    if (this.strict) throw new JsonSchemaError(message, path);
+  }
+
   private build(schema: unknown, path: string, depth: number): SchemaNode {
     this.meter.charge("nodes", 1, path);
     if (schema === true) return { kind: "any" };
     if (schema === false) throw new JsonSchemaError("A 'false' schema has no instance.", path);
     if (!isObject(schema)) throw new JsonSchemaError("A schema must be an object or a boolean.", path);
     for (const key of Object.keys(schema)) {
-      if (!STRUCTURAL.has(key) && !ANNOTATIONS.has(key)) {
-        throw new JsonSchemaError(
-          `JSON Schema keyword '${key}' is not supported (at ${path}). Supported keywords: ${[...STRUCTURAL].join(", ")}.`,
+      if (!SUPPORTED_KEYWORDS.has(key) && !ANNOTATIONS.has(key)) {
+        this.unenforceable(
+          `JSON Schema keyword '${key}' is not supported in strict mode (at ${path}). Supported keywords: ${[...SUPPORTED_KEYWORDS].join(", ")}.`,
           `${path}/${key}`,
         );
       }
     }
     if ((schema.$defs !== undefined || schema.definitions !== undefined) && path !== "#") {
-      throw new JsonSchemaError("'$defs' is only supported at the root of the schema.", path);
+      this.unenforceable("'$defs' is only supported at the root of the schema.", path);
     }
-    if (schema.$ref !== undefined) return this.ref(schema, path);
+    if (schema.allOf !== undefined) return this.allOf(schema, path, depth);
+    if (schema.$ref !== undefined) {
+      const siblings = constraining(Object.keys(schema).filter((k) => k !== "$ref"));
+      if (siblings.length === 0) return this.ref(schema.$ref, path);
+      // A reference beside constraints: both hold (2020-12), so they merge like `allOf`.
+      const { $ref, ...rest } = schema;
+      return this.merged([{ $ref }, withoutDefs(rest)], path, depth);
+    }
     if (schema.const !== undefined) return { kind: "literal", values: [schema.const] };
     if (schema.enum !== undefined) {
       if (!Array.isArray(schema.enum) || schema.enum.length === 0) {
@@ -170,7 +188,7 @@ class Compiler {
     if (union !== undefined) {
       const keyword = schema.anyOf !== undefined ? "anyOf" : "oneOf";
       if (schema.anyOf !== undefined && schema.oneOf !== undefined) {
-        throw new JsonSchemaError("Use either 'anyOf' or 'oneOf', not both.", path);
+        this.unenforceable("Use either 'anyOf' or 'oneOf', not both.", path);
       }
       if (!Array.isArray(union) || union.length === 0) {
         throw new JsonSchemaError(`'${keyword}' must be a non-empty array.`, `${path}/${keyword}`);
@@ -189,31 +207,57 @@ class Compiler {
       : { kind: "anyOf", options: nodes, exactlyOne: false };
   }
 
-  private ref(schema: Record<string, unknown>, path: string): SchemaNode {
-    const ref = schema.$ref;
-    const match = typeof ref === "string" ? /^#\/(?:\$defs|definitions)\/([^/]+)$/.exec(ref) : null;
-    const name = match?.[1];
-    if (name === undefined || !this.defNames.has(name)) {
-      throw new JsonSchemaError(
+  private ref(ref: unknown, path: string): SchemaNode {
+    const name = typeof ref === "string" ? REF.exec(ref)?.[1] : undefined;
+    if (name === undefined || !Object.hasOwn(this.rawDefs, name)) {
+      this.unenforceable(
         `'$ref' must point to an entry of the root '$defs' (#/$defs/NAME); got ${JSON.stringify(ref)}.`,
         `${path}/$ref`,
       );
-    }
-    const siblings = Object.keys(schema).filter(
-      (key) => key !== "$ref" && key !== "$defs" && key !== "definitions" && !ANNOTATIONS.has(key),
-    );
-    if (siblings.length > 0) {
-      throw new JsonSchemaError(`Keywords beside '$ref' are not supported: ${siblings.join(", ")}.`, path);
+      return { kind: "any" };
     }
     return { kind: "ref", name };
+  }
+
+  /** `allOf`: a lone reference stays a reference (pydantic's wrapper); anything else merges into one schema. */
+  private allOf(schema: Record<string, unknown>, path: string, depth: number): SchemaNode {
+    const { allOf, ...rest } = schema;
+    if (!Array.isArray(allOf) || allOf.length === 0) {
+      throw new JsonSchemaError("'allOf' must be a non-empty array.", `${path}/allOf`);
+    }
+    const only = allOf[0];
+    const siblings = constraining(Object.keys(rest));
+    if (allOf.length === 1 && isObject(only) && siblings.length === 0) {
+      const inner = constraining(Object.keys(only));
+      if (inner.length === 1 && inner[0] === "$ref") return this.ref(only.$ref, `${path}/allOf/0`);
+      return this.node(only, `${path}/allOf/0`, depth + 1);
+    }
+    return this.merged([withoutDefs(rest), ...allOf], `${path}/allOf`, depth);
+  }
+
+  private merged(parts: readonly unknown[], path: string, depth: number): SchemaNode {
+    const { merged, conflicts } = mergeAllOf(parts, (ref) => {
+      const name = REF.exec(ref)?.[1];
+      const target = name === undefined ? undefined : this.rawDefs[name];
+      return isObject(target) ? target : undefined;
+    });
+    if (conflicts.length > 0) {
+      this.unenforceable(
+        `The schemas of 'allOf' (or of '$ref' and its siblings) cannot be merged into one: '${conflicts[0]}' differs or cannot be resolved.`,
+        path,
+      );
+    }
+    return this.node(merged, path, depth + 1);
   }
 
   private types(schema: Record<string, unknown>, path: string): TypeName[] | undefined {
     const type = schema.type;
     if (type === undefined) {
-      if (schema.properties !== undefined || schema.additionalProperties !== undefined) return ["object"];
-      if (schema.items !== undefined) return ["array"];
-      if (schema.minLength !== undefined || schema.maxLength !== undefined) return ["string"];
+      const has = (...keys: string[]) => keys.some((k) => schema[k] !== undefined);
+      if (has("properties", "additionalProperties")) return ["object"];
+      if (has("items", "prefixItems")) return ["array"];
+      if (has("minLength", "maxLength", "pattern", "format")) return ["string"];
+      if (has("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")) return ["number"];
       return undefined;
     }
     const list = Array.isArray(type) ? type : [type];
@@ -231,36 +275,135 @@ class Compiler {
 
   private typed(type: TypeName, schema: Record<string, unknown>, path: string, depth: number): SchemaNode {
     switch (type) {
-      case "string": {
-        const minLength = bound(schema.minLength, `${path}/minLength`, SCHEMA_LIMITS.maxLength) ?? 0;
-        const maxLength = bound(schema.maxLength, `${path}/maxLength`, SCHEMA_LIMITS.maxLength);
-        if (maxLength !== undefined && maxLength < minLength) {
-          throw new JsonSchemaError("'maxLength' is smaller than 'minLength'.", `${path}/maxLength`);
-        }
-        return { kind: "string", minLength, maxLength };
-      }
+      case "string":
+        return this.string(schema, path);
       case "integer":
       case "number":
+        return this.number(type, schema, path);
       case "boolean":
       case "null":
         return { kind: type };
-      case "array": {
-        const items =
-          schema.items === undefined
-            ? { kind: "any" as const }
-            : this.node(schema.items, `${path}/items`, depth + 1);
-        const minItems = bound(schema.minItems, `${path}/minItems`, SCHEMA_LIMITS.maxItems) ?? 0;
-        const maxItems = bound(schema.maxItems, `${path}/maxItems`, SCHEMA_LIMITS.maxItems);
-        if (maxItems !== undefined && maxItems < minItems) {
-          throw new JsonSchemaError("'maxItems' is smaller than 'minItems'.", `${path}/maxItems`);
-        }
-        return { kind: "array", items, minItems, maxItems };
-      }
+      case "array":
+        return this.array(schema, path, depth);
       case "object":
         return this.object(schema, path, depth);
       default:
         return type satisfies never;
     }
+  }
+
+  private string(schema: Record<string, unknown>, path: string): SchemaNode {
+    const minLength = this.bound(schema.minLength, `${path}/minLength`, SCHEMA_LIMITS.maxLength) ?? 0;
+    const maxLength = this.bound(schema.maxLength, `${path}/maxLength`, SCHEMA_LIMITS.maxLength);
+    if (maxLength !== undefined && maxLength < minLength) {
+      throw new JsonSchemaError("'maxLength' is smaller than 'minLength'.", `${path}/maxLength`);
+    }
+    const node: Extract<SchemaNode, { kind: "string" }> = { kind: "string", minLength, maxLength };
+    const format = schema.format;
+    if (format !== undefined) {
+      if (typeof format !== "string")
+        throw new JsonSchemaError("'format' must be a string.", `${path}/format`);
+      if (isStringFormat(format)) node.format = format;
+      else {
+        this.unenforceable(
+          `The 'format' ${JSON.stringify(format)} is not supported in strict mode; supported: ${STRING_FORMATS.join(", ")}.`,
+          `${path}/format`,
+        );
+      }
+    }
+    const pattern = schema.pattern;
+    if (pattern !== undefined) {
+      if (typeof pattern !== "string")
+        throw new JsonSchemaError("'pattern' must be a string.", `${path}/pattern`);
+      try {
+        node.pattern = clampLengths(parsePattern(pattern), minLength, maxLength);
+      } catch (error) {
+        if (!(error instanceof PatternError)) throw error;
+        // zod writes its own regex of a format beside it (its e-mail one has lookaheads): the format, enforced by
+        // grammar, stands for it, and the pattern is a hint.
+        if (node.format !== undefined) return node;
+        this.unenforceable(
+          `This 'pattern' is not supported in strict mode: ${error.message}`,
+          `${path}/pattern`,
+        );
+      }
+    }
+    return node;
+  }
+
+  private number(kind: "integer" | "number", schema: Record<string, unknown>, path: string): SchemaNode {
+    const num = (key: string): number | undefined => {
+      const value = schema[key];
+      if (value === undefined || typeof value === "boolean") return undefined;
+      if (typeof value !== "number" || !Number.isFinite(value)) {
+        throw new JsonSchemaError(`'${key}' must be a number.`, `${path}/${key}`);
+      }
+      return value;
+    };
+    // Draft 4 wrote exclusive bounds as booleans beside minimum/maximum.
+    const side = (inclusive: string, exclusive: string, tighter: (a: number, b: number) => boolean) => {
+      const incl = num(inclusive);
+      const excl = num(exclusive);
+      const flag = schema[exclusive] === true;
+      let bound: Bound | undefined = incl === undefined ? undefined : { value: incl, exclusive: flag };
+      if (excl !== undefined && (bound === undefined || tighter(excl, bound.value) || excl === bound.value)) {
+        bound = { value: excl, exclusive: true };
+      }
+      return bound;
+    };
+    const node: Extract<SchemaNode, { kind: "integer" | "number" }> = { kind };
+    const lower = side("minimum", "exclusiveMinimum", (a, b) => a > b);
+    const upper = side("maximum", "exclusiveMaximum", (a, b) => a < b);
+    if (lower !== undefined) node.lower = lower;
+    if (upper !== undefined) node.upper = upper;
+    const multipleOf = num("multipleOf");
+    if (multipleOf !== undefined) {
+      if (multipleOf <= 0)
+        throw new JsonSchemaError("'multipleOf' must be greater than 0.", `${path}/multipleOf`);
+      node.multipleOf = multipleOf;
+    }
+    if (shortestNumber({ integer: kind === "integer", lower, upper }, multipleOf) === undefined) {
+      throw new JsonSchemaError(
+        `No ${kind} that can be written with at most ${kind === "integer" ? "16" : "15"} digits satisfies the bounds${multipleOf === undefined ? "" : " and 'multipleOf'"}.`,
+        path,
+      );
+    }
+    return node;
+  }
+
+  private array(schema: Record<string, unknown>, path: string, depth: number): SchemaNode {
+    // Draft 7 tuples: `items` as an array and `additionalItems` for the rest.
+    const tuple = Array.isArray(schema.items);
+    const prefixRaw = tuple ? schema.items : schema.prefixItems;
+    const restRaw = tuple ? schema.additionalItems : schema.items;
+    const prefixKey = tuple ? "items" : "prefixItems";
+    if (prefixRaw !== undefined && !Array.isArray(prefixRaw)) {
+      throw new JsonSchemaError("'prefixItems' must be an array of schemas.", `${path}/prefixItems`);
+    }
+    const prefix = (prefixRaw ?? []).map((item, i) =>
+      this.node(item, `${path}/${prefixKey}/${i}`, depth + 1),
+    );
+    const restKey = tuple ? "additionalItems" : "items";
+    const items =
+      restRaw === undefined || restRaw === false
+        ? ({ kind: "any" } as const)
+        : this.node(restRaw, `${path}/${restKey}`, depth + 1);
+    const minItems = this.bound(schema.minItems, `${path}/minItems`, SCHEMA_LIMITS.maxItems) ?? 0;
+    let maxItems = this.bound(schema.maxItems, `${path}/maxItems`, SCHEMA_LIMITS.maxItems);
+    if (restRaw === false) maxItems = Math.min(maxItems ?? prefix.length, prefix.length);
+    if (maxItems !== undefined && maxItems < minItems) {
+      throw new JsonSchemaError(
+        "'maxItems' is smaller than 'minItems' (or than the tuple allows).",
+        `${path}/maxItems`,
+      );
+    }
+    const node: Extract<SchemaNode, { kind: "array" }> = { kind: "array", items, minItems, maxItems };
+    if (prefix.length > 0) node.prefix = prefix;
+    if (schema.uniqueItems !== undefined && typeof schema.uniqueItems !== "boolean") {
+      throw new JsonSchemaError("'uniqueItems' must be a boolean.", `${path}/uniqueItems`);
+    }
+    if (schema.uniqueItems === true) node.unique = true;
+    return node;
   }
 
   private object(schema: Record<string, unknown>, path: string, depth: number): SchemaNode {
@@ -271,16 +414,14 @@ class Compiler {
     if (!Array.isArray(required) || !required.every((r) => typeof r === "string")) {
       throw new JsonSchemaError("'required' must be an array of strings.", `${path}/required`);
     }
+    const entries: [string, unknown][] = Object.entries(properties);
     for (const name of required) {
-      if (!Object.hasOwn(properties, name)) {
-        throw new JsonSchemaError(
-          `Required property '${name}' is not declared in 'properties'.`,
-          `${path}/required`,
-        );
-      }
+      if (Object.hasOwn(properties, name)) continue;
+      this.unenforceable(`Required property '${name}' is not declared in 'properties'.`, `${path}/required`);
+      // A hint: the property must be there, with any value.
+      entries.push([name, true]);
     }
     const requiredSet = new Set<string>(required);
-    const entries = Object.entries(properties);
     this.meter.charge("properties", entries.length, `${path}/properties`);
     const nodes = entries.map(([name, sub]) => ({
       name,
@@ -296,137 +437,42 @@ class Compiler {
           : this.node(extra, `${path}/additionalProperties`, depth + 1);
     return { kind: "object", properties: nodes, additional };
   }
+
+  /** A length or count: past Hearth's limit it is a 400 when strict, not enforced when only a hint. */
+  private bound(value: unknown, path: string, max: number): number | undefined {
+    if (value === undefined) return undefined;
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+      throw new JsonSchemaError("Expected a non-negative integer.", path);
+    }
+    if (value > max) {
+      this.unenforceable(`At most ${max} is supported.`, path);
+      return undefined;
+    }
+    return value;
+  }
+}
+
+/**
+ * `^[a-z]+$` beside `maxLength: 8`: a pattern that is one repeated class takes the length bounds into its
+ * repetition, so the grammar enforces both (other patterns leave the lengths to the check after generation).
+ */
+function clampLengths(pattern: Pattern, minLength: number, maxLength: number | undefined): Pattern {
+  const re = pattern.regex;
+  if (!pattern.anchoredStart || !pattern.anchoredEnd || re.kind !== "repeat" || re.item.kind !== "set") {
+    return pattern;
+  }
+  const min = Math.max(re.min, minLength);
+  const max = Math.min(re.max, maxLength ?? Number.POSITIVE_INFINITY);
+  return min > max ? pattern : { ...pattern, regex: { ...re, min, max } };
 }
 
 /** `{"type":"object", "anyOf":[{...},{...}]}`: each option gets the shared keywords (options win on conflicts). */
 function mergeSiblings(rest: Record<string, unknown>, option: unknown): unknown {
-  const shared = Object.fromEntries(Object.entries(rest).filter(([key]) => !ANNOTATIONS.has(key)));
+  const shared = Object.fromEntries(constraining(Object.keys(rest)).map((key) => [key, rest[key]]));
   if (Object.keys(shared).length === 0 || !isObject(option)) return option;
   return { ...shared, ...option };
 }
 
-function bound(value: unknown, path: string, max: number): number | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-    throw new JsonSchemaError("Expected a non-negative integer.", path);
-  }
-  if (value > max) throw new JsonSchemaError(`At most ${max} is supported.`, path);
-  return value;
-}
-
-// --- validation of generated output ---
-
-/** Undefined when `value` is an instance of the schema, otherwise where and why not. */
-export function validateJson(graph: SchemaGraph, value: unknown): string | undefined {
-  return new Checker(graph).check(graph.root, value, "$");
-}
-
-/**
- * Checks memoised by (node, container value): nested unions over a shared subschema would otherwise check the
- * same array or object once per path through the unions, exponentially often.
- */
-class Checker {
-  private readonly seen = new WeakMap<SchemaNode, WeakMap<object, string | undefined>>();
-
-  constructor(private readonly graph: SchemaGraph) {}
-
-  check(node: SchemaNode, value: unknown, at: string): string | undefined {
-    if (typeof value !== "object" || value === null) return this.checkNode(node, value, at);
-    let byValue = this.seen.get(node);
-    if (byValue === undefined) {
-      byValue = new WeakMap();
-      this.seen.set(node, byValue);
-    }
-    if (byValue.has(value)) return byValue.get(value);
-    const result = this.checkNode(node, value, at);
-    byValue.set(value, result);
-    return result;
-  }
-
-  private checkNode(node: SchemaNode, value: unknown, at: string): string | undefined {
-    switch (node.kind) {
-      case "any":
-        return undefined;
-      case "literal":
-        return node.values.some((v) => deepEqual(v, value))
-          ? undefined
-          : `${at}: not one of the allowed values`;
-      case "string":
-        if (typeof value !== "string") return `${at}: expected a string`;
-        if ([...value].length < node.minLength) return `${at}: shorter than ${node.minLength}`;
-        if (node.maxLength !== undefined && [...value].length > node.maxLength)
-          return `${at}: longer than ${node.maxLength}`;
-        return undefined;
-      case "integer":
-        return Number.isInteger(value) ? undefined : `${at}: expected an integer`;
-      case "number":
-        return typeof value === "number" && Number.isFinite(value) ? undefined : `${at}: expected a number`;
-      case "boolean":
-        return typeof value === "boolean" ? undefined : `${at}: expected a boolean`;
-      case "null":
-        return value === null ? undefined : `${at}: expected null`;
-      case "array": {
-        if (!Array.isArray(value)) return `${at}: expected an array`;
-        if (value.length < node.minItems) return `${at}: fewer than ${node.minItems} items`;
-        if (node.maxItems !== undefined && value.length > node.maxItems)
-          return `${at}: more than ${node.maxItems} items`;
-        for (const [i, item] of value.entries()) {
-          const error = this.check(node.items, item, `${at}[${i}]`);
-          if (error !== undefined) return error;
-        }
-        return undefined;
-      }
-      case "object": {
-        if (!isObject(value)) return `${at}: expected an object`;
-        for (const property of node.properties) {
-          if (!Object.hasOwn(value, property.name)) {
-            if (property.required) return `${at}: missing required property '${property.name}'`;
-            continue;
-          }
-          const error = this.check(property.schema, value[property.name], `${at}.${property.name}`);
-          if (error !== undefined) return error;
-        }
-        for (const [key, item] of Object.entries(value)) {
-          if (node.properties.some((p) => p.name === key)) continue;
-          if (node.additional === false) return `${at}: unexpected property '${key}'`;
-          const error = this.check(node.additional, item, `${at}.${key}`);
-          if (error !== undefined) return error;
-        }
-        return undefined;
-      }
-      case "anyOf": {
-        // oneOf is generated as anyOf; an output matching two options is still accepted (documented).
-        return node.options.some((o) => this.check(o, value, at) === undefined)
-          ? undefined
-          : `${at}: matches none of the options`;
-      }
-      case "ref": {
-        const target = this.graph.defs.get(node.name);
-        return target === undefined ? `${at}: unknown reference` : this.check(target, value, at);
-      }
-      default:
-        return node satisfies never;
-    }
-  }
-}
-
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (Array.isArray(a) && Array.isArray(b))
-    return a.length === b.length && a.every((v, i) => deepEqual(v, b[i]));
-  if (isObject(a) && isObject(b)) {
-    const keys = Object.keys(a);
-    return (
-      keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && deepEqual(a[k], b[k]))
-    );
-  }
-  return false;
-}
-
 function asRecord(value: unknown): Record<string, unknown> {
   return isObject(value) ? value : {};
-}
-
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }

@@ -14,6 +14,7 @@ import { grammarAccepts } from "../engine/llama/llama-internals.js";
 import { controlTokenTexts, rendererOptionsFor } from "../engine/llama/model-template.js";
 import { withBos } from "../engine/llama/prepared-request.js";
 import type { ChatMessage } from "../engine/types.js";
+import { compileJsonSchema } from "./compiled-schema.js";
 import { fallbackTemplate } from "./fallback-templates.js";
 import { planGeneration, planPrompt } from "./output-plan.js";
 import { createPromptRenderer, hasLeadingBos } from "./template.js";
@@ -141,6 +142,56 @@ describe.each(MODEL_FAMILIES)("with the real model $model.id", ({ model: config 
       expect(grammarAccepts(runtime, state, first(blank))).toBe(false);
     expect(grammarAccepts(runtime, state, first("</"))).toBe(false);
     expect(grammarAccepts(runtime, state, first("The"))).toBe(true);
+  });
+
+  it("llama.cpp parses the grammar of every enforced keyword: ranges, formats, patterns, tuples", async () => {
+    const runtime = llama as Llama;
+    const capabilities = { tools: undefined, nativeThinking: false };
+    const properties: Record<string, unknown> = {
+      zod: { type: "integer", minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER },
+      gt: { type: "number", exclusiveMinimum: -2.5, exclusiveMaximum: 1e6 },
+      unit: { type: "number", minimum: 0, maximum: 1 },
+      tuple: {
+        type: "array",
+        prefixItems: [{ type: "boolean" }, { type: "integer", minimum: 3 }],
+        items: false,
+      },
+      unique: { type: "array", items: { type: "integer", multipleOf: 3 }, uniqueItems: true },
+      pattern: { type: "string", pattern: '^[^"\\\\]{2,5}(?:\\d|[\\u00e9-\\u00ff]|\\.)+"?$' },
+      search: { type: "string", pattern: "ab+c" },
+    };
+    for (const format of [
+      "date-time",
+      "time",
+      "date",
+      "duration",
+      "email",
+      "hostname",
+      "ipv4",
+      "ipv6",
+      "uuid",
+    ]) {
+      properties[format] = { type: "string", format };
+    }
+    const schema = {
+      type: "object",
+      properties,
+      required: Object.keys(properties),
+      additionalProperties: false,
+    };
+    const output = {
+      format: { type: "json_schema" as const, name: "x", schema, compiled: compileJsonSchema(schema) },
+      tools: [],
+      toolChoice: "auto" as const,
+      parallelToolCalls: true,
+    };
+    const plan = planGeneration(planPrompt([], output, false, capabilities), "", output, capabilities);
+    const grammar = await runtime.createGrammar({ grammar: plan.grammar ?? "" });
+    const state = new LlamaGrammarEvaluationState({ model: model(), grammar });
+    const [open] = model().tokenize("{", false);
+    const [letter] = model().tokenize("x", false);
+    expect(grammarAccepts(runtime, state, open as Token)).toBe(true);
+    expect(grammarAccepts(runtime, state, letter as Token)).toBe(false);
   });
 
   it("renders with the GGUF's own template, or the built-in one of its vocabulary's turn format", () => {

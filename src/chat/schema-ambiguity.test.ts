@@ -44,6 +44,15 @@ describe("recursion ambiguity", () => {
       [0, 1],
     ],
     [
+      "tuples that recurse in their first item, told apart only by the second",
+      node([
+        { type: "array", prefixItems: [ref, { const: "a" }] },
+        { type: "array", prefixItems: [ref, { const: "b" }] },
+      ]),
+      "#/$defs/n",
+      [0, 1],
+    ],
+    [
       "tags that are the same value",
       node([
         { type: "object", properties: { kind: { const: "x" }, left: ref }, required: ["kind", "left"] },

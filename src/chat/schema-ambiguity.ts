@@ -40,7 +40,7 @@ export function checkRecursionAmbiguity(graph: SchemaGraph): void {
   const edges = (node: SchemaNode): SchemaNode[] => {
     switch (node.kind) {
       case "array":
-        return [node.items];
+        return [node.items, ...(node.prefix ?? [])];
       case "object":
         return [
           ...node.properties.map((p) => p.schema),
@@ -144,8 +144,10 @@ function firstPaths(graph: SchemaGraph): Map<SchemaNode, string> {
     const [node, path] = queue[i] as [SchemaNode, string];
     if (paths.has(node)) continue;
     paths.set(node, path);
-    if (node.kind === "array") queue.push([node.items, `${path}/items`]);
-    else if (node.kind === "anyOf") {
+    if (node.kind === "array") {
+      queue.push([node.items, `${path}/items`]);
+      for (const [j, item] of (node.prefix ?? []).entries()) queue.push([item, `${path}/prefixItems/${j}`]);
+    } else if (node.kind === "anyOf") {
       for (const [j, option] of node.options.entries()) queue.push([option, `${path}/anyOf/${j}`]);
     } else if (node.kind === "object") {
       for (const p of node.properties) queue.push([p.schema, `${path}/properties/${p.name}`]);
@@ -213,7 +215,8 @@ class PrefixFinder {
       case "null":
         return ["null"];
       case "array": {
-        const starts = node.maxItems === 0 ? [] : this.of(node.items).map((item) => `[${item}`);
+        const first = node.prefix?.[0] ?? node.items;
+        const starts = node.maxItems === 0 ? [] : this.of(first).map((item) => `[${item}`);
         return node.minItems === 0 ? ["[]", ...starts] : starts;
       }
       case "object": {

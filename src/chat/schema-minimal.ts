@@ -1,6 +1,9 @@
 // The shortest instance of a schema: how much of the token budget a closed answer needs at least.
 import { JsonSchemaError, type SchemaGraph, type SchemaNode } from "./json-schema.js";
 import { BudgetMeter } from "./schema-budget.js";
+import { shortestNumber } from "./schema-numbers.js";
+import { shortestMatch } from "./schema-pattern.js";
+import { FORMAT_MINIMAL } from "./schema-strings.js";
 
 /**
  * The shortest JSON text valid for the schema (compact). Throws JsonSchemaError when no instance is finite (a
@@ -83,16 +86,24 @@ class MinimalLengths {
         return 4; // null, true
       case "integer":
       case "number":
-        return 1;
       case "string":
-        return 2 + node.minLength;
+        return scalarText(node).length;
       case "literal":
         return this.pick(
           node,
           node.values.map((v) => JSON.stringify(v).length),
         );
-      case "array":
-        return node.minItems === 0 ? 2 : 2 + node.minItems * this.length(node.items) + node.minItems - 1;
+      case "array": {
+        if (node.minItems === 0) return 2;
+        let total = 2 + node.minItems - 1;
+        for (let i = 0; i < node.minItems; i++) {
+          const item = node.prefix?.[i];
+          // Past the prefix every item is the same: multiplied, not walked (minItems products stay cheap).
+          if (item === undefined) return total + (node.minItems - i) * this.length(node.items);
+          total += this.length(item);
+        }
+        return total;
+      }
       case "object": {
         let total = 2;
         let count = 0;
@@ -170,10 +181,8 @@ class Writer {
         return;
       case "integer":
       case "number":
-        this.out("0");
-        return;
       case "string":
-        this.out(JSON.stringify("a".repeat(node.minLength)));
+        this.out(scalarText(node));
         return;
       case "literal":
         this.out(JSON.stringify(node.values[this.lengths.choice.get(node) ?? 0]));
@@ -182,7 +191,7 @@ class Writer {
         this.out("[");
         for (let i = 0; i < node.minItems; i++) {
           if (i > 0) this.out(",");
-          this.emit(node.items);
+          this.emit(node.prefix?.[i] ?? node.items);
         }
         this.out("]");
         return;
@@ -216,4 +225,23 @@ class Writer {
         node satisfies never;
     }
   }
+}
+
+/**
+ * The shortest text of a number or string node that its grammar admits: the number in range nearest to 0 with the
+ * fewest digits, a format's shortest value, a pattern's shortest match (length bounds beside a format or pattern
+ * are validated after generation, not here).
+ */
+function scalarText(node: Extract<SchemaNode, { kind: "integer" | "number" | "string" }>): string {
+  if (node.kind === "string") {
+    if (node.pattern !== undefined) return JSON.stringify(shortestMatch(node.pattern));
+    if (node.format !== undefined) return JSON.stringify(FORMAT_MINIMAL[node.format]);
+    return JSON.stringify("a".repeat(node.minLength));
+  }
+  const text = shortestNumber(
+    { integer: node.kind === "integer", lower: node.lower, upper: node.upper },
+    node.multipleOf,
+  );
+  if (text === undefined) throw new Error("a numeric range without numbers passed the parser");
+  return text;
 }

@@ -53,6 +53,7 @@ describe("Metrics", () => {
     metrics.rejected("engine_overloaded");
     metrics.rejected("rate_limit_exceeded");
     metrics.rejected("rate_limit_exceeded");
+    metrics.structuredOutputInvalid("m1");
     const { samples, types } = parse((await metrics.render()).body);
     expect(value(samples, "hearth_requests_total", { model: "m1", status: "200" })).toBe(2);
     expect(value(samples, "hearth_requests_total", { model: "m1", status: "503" })).toBe(1);
@@ -62,6 +63,7 @@ describe("Metrics", () => {
     expect(value(samples, "hearth_cached_prompt_tokens_total", { model: "m1" })).toBe(20);
     expect(value(samples, "hearth_overloaded_total")).toBe(1);
     expect(value(samples, "hearth_rate_limited_total")).toBe(2);
+    expect(value(samples, "hearth_structured_output_invalid_total", { model: "m1" })).toBe(1);
     expect(types.get("hearth_requests_total")).toBe("counter");
   });
 

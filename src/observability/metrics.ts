@@ -38,6 +38,7 @@ export class Metrics {
   private readonly interToken: Histogram<"model">;
   private readonly rateLimited: Counter;
   private readonly overloaded: Counter;
+  private readonly invalidOutput: Counter<"model">;
   private readonly upstreamFirstToken: Histogram<"model" | "endpoint">;
 
   constructor(readonly load: ModelLoadSource) {
@@ -82,6 +83,12 @@ export class Metrics {
     this.overloaded = new Counter({
       name: "hearth_overloaded_total",
       help: "Requests refused with 503 engine_overloaded (queue full, queue timeout, loading, draining).",
+      registers,
+    });
+    this.invalidOutput = new Counter({
+      name: "hearth_structured_output_invalid_total",
+      help: "Replies whose structured output failed the check after generation (a constraint no grammar enforces, such as uniqueItems, or a Hearth bug); they are returned as generated.",
+      labelNames: ["model"],
       registers,
     });
     const loadGauge = (name: string, help: string, read: (l: ModelLoadRow) => number) =>
@@ -232,6 +239,11 @@ export class Metrics {
 
   interTokenLatency(model: string, seconds: number): void {
     this.interToken.observe({ model: this.modelLabel(model) }, seconds);
+  }
+
+  /** A choice whose JSON or tool arguments failed validation after generation. */
+  structuredOutputInvalid(model: string): void {
+    this.invalidOutput.inc({ model: this.modelLabel(model) });
   }
 
   /** A 429 or 503 answered before generation. */

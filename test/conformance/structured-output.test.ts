@@ -1,5 +1,8 @@
 // Conformance of JSON mode, tools and reasoning: the official openai client and a real server, on both real model
 // families (SmolLM2's ChatML, Gemma 3's turns). Model-dependent checks use grammar-forced output.
+
+import Ajv2020 from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import type OpenAI from "openai";
 import { APIError } from "openai";
 import type {
@@ -63,6 +66,52 @@ const TIME: ChatCompletionTool = {
       type: "object",
       properties: { zone: { type: "string", maxLength: 40 }, hours24: { type: "boolean" } },
       required: ["zone", "hours24"],
+    },
+  },
+};
+
+const ajv = new Ajv2020.default({ strict: false });
+addFormats.default(ajv);
+
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+/** What zod 4 and pydantic write: ±(2^53−1) integers, ge/le, gt, date-time, uuid, a pattern, a tuple. */
+const CONSTRAINED = {
+  type: "object",
+  properties: {
+    id: { type: "integer", minimum: -MAX_SAFE, maximum: MAX_SAFE },
+    stars: { type: "integer", minimum: 1, maximum: 10 },
+    price: { type: "number", exclusiveMinimum: 0 },
+    at: { type: "string", format: "date-time" },
+    ref: { type: "string", format: "uuid" },
+    sku: { type: "string", pattern: "^[A-Z]{3}-[0-9]{3}$" },
+    pair: {
+      type: "array",
+      prefixItems: [
+        { type: "integer", minimum: 0, maximum: 99 },
+        { type: "string", format: "date" },
+      ],
+      minItems: 2,
+      maxItems: 2,
+    },
+  },
+  required: ["id", "stars", "price", "at", "ref", "sku", "pair"],
+  additionalProperties: false,
+};
+
+const BOOKING = {
+  type: "function" as const,
+  function: {
+    name: "book_table",
+    description: "Book a restaurant table",
+    parameters: {
+      type: "object",
+      properties: {
+        people: { type: "integer", minimum: -MAX_SAFE, maximum: MAX_SAFE },
+        at: { type: "string", format: "date-time" },
+      },
+      required: ["people", "at"],
+      additionalProperties: false,
     },
   },
 };
@@ -179,18 +228,89 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL }, sampledPromp
       check(text);
     });
 
-    it("rejects a schema keyword outside the subset with a 400 naming it", async () => {
+    it("strict json_schema: zod's and pydantic's bounds, formats, a pattern and a tuple hold in real output", async () => {
+      const params = {
+        messages: [{ role: "user" as const, content: "Invent a product review and describe it as JSON." }],
+        response_format: {
+          type: "json_schema" as const,
+          json_schema: { name: "review", schema: CONSTRAINED, strict: true },
+        },
+        max_tokens: 320,
+      };
+      const validate = ajv.compile(CONSTRAINED);
+      const check = (text: string) => {
+        const value: unknown = JSON.parse(text);
+        expect(validate(value), `${text}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      };
+      const results = await Promise.all([1, 2].map((seed) => create({ ...params, seed })));
+      for (const r of results) {
+        expect(r.choices[0]?.finish_reason).toBe("stop");
+        check(r.choices[0]?.message.content ?? "");
+      }
+      const stream = await served.client.chat.completions.create({ model: MODEL, ...params, stream: true });
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+      check(text);
+    }, 300_000);
+
+    it("not strict: any valid JSON Schema is a hint (200); strict refuses what it cannot enforce, naming it", async () => {
+      const hinted = {
+        type: "object",
+        properties: {
+          site: { type: "string", format: "uri", not: { const: "" } },
+          n: { type: "integer", minimum: 1, maximum: 9 },
+        },
+        required: ["site", "n"],
+        patternProperties: { "^x-": { type: "string" } },
+      };
+      const ok = await create({
+        messages: [{ role: "user", content: "A website and a number as JSON." }],
+        response_format: { type: "json_schema", json_schema: { name: "x", schema: hinted } },
+        max_tokens: 40,
+      });
+      const value = JSON.parse(ok.choices[0]?.message.content ?? "") as { n: number; site: string };
+      expect(Number.isInteger(value.n) && value.n >= 1 && value.n <= 9).toBe(true);
+      expect(typeof value.site).toBe("string");
+
       const error = await create({
         messages: [{ role: "user", content: "x" }],
         response_format: {
           type: "json_schema",
-          json_schema: { name: "x", schema: { type: "string", format: "email" } },
+          json_schema: { name: "x", schema: { type: "string", format: "uri" }, strict: true },
         },
       }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(APIError);
       expect((error as APIError).status).toBe(400);
       expect((error as APIError).param).toBe("response_format.json_schema.schema");
       expect((error as APIError).message).toMatch(/'format'/);
+
+      const invalid = await create({
+        messages: [{ role: "user", content: "x" }],
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "x", schema: { type: "object", required: "n" } },
+        },
+      }).catch((e: unknown) => e);
+      expect((invalid as APIError).status).toBe(400);
+      expect((invalid as APIError).message).toMatch(/#\/required/);
+    });
+
+    it("a tool with zod's integer bounds and pydantic's date-time is called with valid arguments", async () => {
+      const completion = await create({
+        messages: [{ role: "user", content: "Book a table for 4 people tomorrow at 8pm." }],
+        tools: [BOOKING],
+        tool_choice: "required",
+        max_tokens: 80,
+        seed: 5,
+      });
+      const calls = toolCallsOf(completion);
+      expect(calls.length).toBeGreaterThan(0);
+      const validate = ajv.compile(BOOKING.function.parameters ?? {});
+      for (const call of calls) {
+        expect(call.function.name).toBe("book_table");
+        const args: unknown = JSON.parse(call.function.arguments);
+        expect(validate(args), `${call.function.arguments}: ${JSON.stringify(validate.errors)}`).toBe(true);
+      }
     });
   });
 

@@ -83,6 +83,57 @@ export function manyLengths(count: number, maxLength = 1000): Schema {
   return { type: "object", properties, required: Object.keys(properties) };
 }
 
+/**
+ * `count` numbers, each with its own awkward range (16-digit integer bounds, fractional exclusive bounds): every
+ * range is its own digit-range grammar.
+ */
+export function manyRanges(count: number): Schema {
+  const properties: Record<string, Schema> = {};
+  for (let i = 0; i < count; i++) {
+    properties[`i${i}`] = {
+      type: "integer",
+      minimum: -9007199254740991 + i * 7919,
+      maximum: 9007199254740991 - i * 104729,
+    };
+    properties[`n${i}`] = {
+      type: "number",
+      exclusiveMinimum: i + 0.123456789,
+      exclusiveMaximum: i * 1000 + 987.654321,
+    };
+  }
+  return { type: "object", properties, required: Object.keys(properties) };
+}
+
+/** `count` distinct patterns with alternations, classes and bounded repetitions near the quantifier limit. */
+export function manyPatterns(count: number): Schema {
+  const properties = Object.fromEntries(
+    Array.from({ length: count }, (_, i) => [
+      `p${i}`,
+      {
+        type: "string",
+        pattern: `^(?:[a-z]{1,${40 + i}}-|(?:ab|cd|e[fg]){1,30})+[0-9A-F]{${i % 8},${64 + i}}(x|y|z)?$`,
+      },
+    ]),
+  );
+  return { type: "object", properties, required: Object.keys(properties) };
+}
+
+/** One pattern near the length limit: an alternation of `words` words. */
+export function longPattern(words: number): Schema {
+  const alternatives = Array.from({ length: words }, (_, i) => `w${i.toString(36)}[a-z]?`);
+  return { type: "string", pattern: `^(?:${alternatives.join("|")})$` };
+}
+
+/** Every supported string format, `copies` times each. */
+export function manyFormats(copies: number): Schema {
+  const formats = ["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
+  const properties: Record<string, Schema> = {};
+  for (let i = 0; i < copies; i++) {
+    for (const format of formats) properties[`${format}-${i}`] = { type: "string", format };
+  }
+  return { type: "object", properties, required: Object.keys(properties) };
+}
+
 /** Every shape, sized to be refused or close to the limits, for the benchmark (built on demand: some are large). */
 export const worstSchemas = (): { name: string; schema: Schema }[] => [
   { name: "nested unions 2^12 (width 2, depth 12)", schema: nestedUnions(2, 12) },
@@ -102,6 +153,12 @@ export const worstSchemas = (): { name: string; schema: Schema }[] => [
   { name: "enum of 100000", schema: hugeEnum(100000) },
   { name: "10 string maxLengths near 1000", schema: manyLengths(10) },
   { name: "100 string maxLengths near 1000", schema: manyLengths(100) },
+  { name: "20 integer and 20 decimal ranges", schema: manyRanges(20) },
+  { name: "200 integer and 200 decimal ranges", schema: manyRanges(200) },
+  { name: "20 distinct patterns", schema: manyPatterns(20) },
+  { name: "200 distinct patterns", schema: manyPatterns(200) },
+  { name: "a pattern of 100 alternatives", schema: longPattern(100) },
+  { name: "every format x 20", schema: manyFormats(20) },
 ];
 
 /**
