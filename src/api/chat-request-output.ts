@@ -108,7 +108,12 @@ function isObject(value: unknown): value is Record<string, unknown> {
 export const assistantToolCallSchema = z.strictObject({
   id: z.string(),
   type: z.literal("function"),
-  function: z.strictObject({ name: z.string(), arguments: z.string() }),
+  // `parsed_arguments`: openai-node's `parse` adds the parsed arguments to each call; ignored (`arguments` is the text).
+  function: z.strictObject({
+    name: z.string(),
+    arguments: z.string(),
+    parsed_arguments: z.unknown().optional(),
+  }),
 });
 
 export function toToolCall(call: z.infer<typeof assistantToolCallSchema>): ToolCall {

@@ -216,6 +216,30 @@ describe("parseChatRequest: accepted bodies", () => {
     });
   });
 
+  it("accepts a reply from openai-node's parse sent back (parsed, parsed_arguments, annotations), none in the prompt", () => {
+    const call = {
+      id: "call_1",
+      type: "function",
+      function: { name: "f", arguments: '{"days":3}', parsed_arguments: { days: 3 } },
+    };
+    const echoed = { role: "assistant", content: null, parsed: null, annotations: [], tool_calls: [call] };
+    expect(withMessages({ role: "user", content: "q" }, echoed).messages[1]).toEqual({
+      role: "assistant",
+      content: "",
+      toolCalls: [{ id: "call_1", name: "f", arguments: '{"days":3}' }],
+    });
+  });
+
+  it("accepts a tool result with the function's name (LangChain sends it) and keeps the name", () => {
+    const call = { id: "call_1", type: "function", function: { name: "f", arguments: "{}" } };
+    const parsed = withMessages(
+      { role: "user", content: "q" },
+      { role: "assistant", tool_calls: [call] },
+      { role: "tool", tool_call_id: "call_1", name: "f", content: "r" },
+    );
+    expect(parsed.messages[2]).toEqual({ role: "tool", content: "r", name: "f", toolCallId: "call_1" });
+  });
+
   it("maps a seed onto unsigned 32 bits, negative seeds included", () => {
     expect(withFields({ seed: 0 }).sampling.seed).toBe(0);
     expect(withFields({ seed: -1 }).sampling.seed).toBe(4294967295);
@@ -561,9 +585,9 @@ describe("parseChatRequest: message 400s", () => {
       /Unrecognized argument supplied in 'messages\[0\]': tool_call_id/,
     ],
     [
-      "name on a tool message",
-      [{ role: "tool", content: "r", tool_call_id: "c", name: "f" }],
-      "messages[0].name",
+      "tool_calls on a tool message",
+      [{ role: "tool", content: "r", tool_call_id: "c", tool_calls: [] }],
+      "messages[0].tool_calls",
       /Unrecognized argument/,
     ],
     [

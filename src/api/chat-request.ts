@@ -152,8 +152,18 @@ const messageSchema = nullAsAbsent(
       reasoning: z.string().optional(),
       reasoning_content: z.string().optional(),
       tool_calls: z.array(assistantToolCallSchema).optional(),
+      // What openai-node's `parse` adds to a reply (the parsed object) and what OpenAI's replies carry (URL
+      // citations): apps send the message back as they got it. Neither is put into the prompt.
+      parsed: z.unknown().optional(),
+      annotations: z.array(z.unknown()).optional(),
     }),
-    z.strictObject({ role: z.literal("tool"), content: contentSchema, tool_call_id: z.string() }),
+    // `name` (the function's name) is what LangChain sends on every tool result; templates that render it get it.
+    z.strictObject({
+      role: z.literal("tool"),
+      content: contentSchema,
+      tool_call_id: z.string(),
+      name: z.string().optional(),
+    }),
   ]),
 );
 

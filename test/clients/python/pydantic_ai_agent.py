@@ -67,7 +67,7 @@ def function_tool() -> dict:
         return 2
 
     result = agent.run_sync(PROMPT)
-    return {"calls": calls, "requests": result.usage().requests, **city(result.output)}
+    return {"calls": calls, "requests": result.usage.requests, **city(result.output)}
 
 
 if __name__ == "__main__":
