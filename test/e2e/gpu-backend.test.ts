@@ -91,8 +91,15 @@ describe("gpu: auto (the default) on a machine without a GPU", () => {
     const { stdout } = await hearthCli(server, ["models", "list"]);
     const lines = stdout.trimEnd().split("\n");
     // A server answers: each model's state and progress are listed too.
-    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+STATE\s+PROGRESS\s+PATH$/);
-    expect(lines[1]).toMatch(new RegExp(`^${MODEL}\\s+\\S+\\s+2048\\s+8\\s+cpu\\s+yes\\s+ready\\s`));
+    expect(lines[0]).toMatch(
+      /^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+STATE\s+PROGRESS\s+DEFAULTS\s+PATH$/,
+    );
+    // The default model's sampling defaults (its model card's) are listed too.
+    expect(lines[1]).toMatch(
+      new RegExp(
+        `^${MODEL}\\s+\\S+\\s+2048\\s+8\\s+cpu\\s+yes\\s+ready\\s.*temperature=0\\.2 top_p=0\\.9\\s`,
+      ),
+    );
     expect(lines[2]).toBe("Engine: CPU (node-llama-cpp's llama.gpu is false); configured gpu: auto");
     const json = JSON.parse((await hearthCli(server, ["models", "list", "--json"])).stdout);
     expect(json[0]).toMatchObject({ id: MODEL, gpu: false, gpuLayers: 0 });

@@ -85,7 +85,9 @@ interface Reference {
 
 /**
  * log-softmax of the model's raw logits (plus `bias`, divided by `temperature`) after `prompt` + `generated[0..i)`,
- * for each position i.
+ * for each position i. Evaluated as generation evaluates: the prompt in one batch, then one token per decode. One
+ * batch of prompt and output (as before) runs other matrix kernels for the output positions than one-token decodes
+ * do, and on some CPUs (AVX-512, Gemma's Q4_K) their rounding alone moved a logprob by 7e-3.
  */
 async function referenceLogprobs(
   prompt: readonly Token[],
@@ -95,14 +97,17 @@ async function referenceLogprobs(
 ): Promise<Reference[]> {
   const sequence = context.getSequence();
   try {
-    const tokens = [...prompt, ...generated.slice(0, -1)];
-    const from = prompt.length - 1;
-    const outputs = await sequence.controlledEvaluate(
-      tokens.map((token, i) => (i >= from ? [token, { generateNext: { logits: true } }] : token)),
+    const last = prompt.length - 1;
+    const first = await sequence.controlledEvaluate(
+      prompt.map((token, i) => (i === last ? [token, { generateNext: { logits: true } }] : token)),
     );
-    return tokens.slice(from).map((_, i) => {
-      const logits = outputs[from + i]?.next.logits;
-      if (logits === undefined) throw new Error(`no logits at ${from + i}`);
+    const positions = [first[last]?.next.logits];
+    for (const token of generated.slice(0, -1)) {
+      const [output] = await sequence.controlledEvaluate([[token, { generateNext: { logits: true } }]]);
+      positions.push(output?.next.logits);
+    }
+    return positions.map((logits, i) => {
+      if (logits === undefined) throw new Error(`no logits at output position ${i}`);
       const values = new Float64Array(vocabularySize).fill(Number.NEGATIVE_INFINITY);
       let max = Number.NEGATIVE_INFINITY;
       for (const [token, logit] of logits) {
