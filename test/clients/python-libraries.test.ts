@@ -5,11 +5,17 @@ import { type PythonChecks, runPythonChecks } from "./python.js";
 
 const SCRIPT_TIMEOUT_MS = 170_000;
 
-/** A script's checks, run once before the describe's tests. */
+/**
+ * A script's checks, run once for the describe's tests. Every script starts as the file is collected, so they run
+ * side by side (most of their time is Python importing the libraries); each describe awaits its own before its tests.
+ */
 function checksOf(script: string): () => PythonChecks {
+  const running = runPythonChecks(script);
+  // A failure is reported by the beforeAll that awaits it, not as an unhandled rejection before then.
+  running.catch(() => {});
   let checks: PythonChecks | undefined;
   beforeAll(async () => {
-    checks = await runPythonChecks(script);
+    checks = await running;
   }, SCRIPT_TIMEOUT_MS);
   return () => {
     if (checks === undefined) throw new Error(`${script} did not run`);
