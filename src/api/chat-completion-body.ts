@@ -8,6 +8,7 @@ import {
   toolCallId,
   toUsage,
   toWireLogprobs,
+  wireFinishReason,
 } from "./wire.js";
 
 interface ChoiceAccumulator {
@@ -24,6 +25,8 @@ export interface BodyOptions {
   reasoning: boolean;
   /** The request asked for `logprobs`: every choice carries them (else `logprobs: null`). */
   logprobs: boolean;
+  /** The request used the legacy `functions`: a call is `message.function_call`, finishing `function_call`. */
+  legacyFunctions: boolean;
   /** Output that failed its post-generation check: the grammar should make this impossible, worth a log. */
   onInvalid: (invalid: string) => void;
 }
@@ -74,14 +77,14 @@ export async function completionBody(
     created: meta.created,
     model: meta.model,
     choices: choices.map((choice, index) => {
-      const message = responseMessage(choice, options.reasoning);
+      const message = responseMessage(choice, options);
       return {
         index,
         message,
         logprobs: options.logprobs
           ? { content: message.content === null ? null : toWireLogprobs(choice.logprobs), refusal: null }
           : null,
-        finish_reason: choice.reason ?? "stop",
+        finish_reason: wireFinishReason(choice.reason ?? "stop", options.legacyFunctions),
       };
     }),
     usage: toUsage(usage ?? { promptTokens: generation.promptTokens, completionTokens: 0, cachedTokens: 0 }),
@@ -89,14 +92,17 @@ export async function completionBody(
   };
 }
 
-function responseMessage(choice: ChoiceAccumulator, reasoning: boolean): ResponseMessage {
+function responseMessage(choice: ChoiceAccumulator, options: BodyOptions): ResponseMessage {
   const calls = choice.toolCalls.length > 0;
   const message: ResponseMessage = {
     role: "assistant",
     content: calls ? null : choice.content,
     refusal: null,
   };
-  if (reasoning) message.reasoning = choice.reasoning;
-  if (calls) message.tool_calls = choice.toolCalls;
+  if (options.reasoning) message.reasoning = choice.reasoning;
+  const [first] = choice.toolCalls;
+  // The legacy API makes at most one call (its requests are rewritten with parallel_tool_calls false).
+  if (options.legacyFunctions && first !== undefined) message.function_call = first.function;
+  else if (calls) message.tool_calls = choice.toolCalls;
   return message;
 }

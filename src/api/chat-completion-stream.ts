@@ -11,6 +11,7 @@ import {
   toolCallId,
   toUsage,
   toWireLogprobs,
+  wireFinishReason,
 } from "./wire.js";
 
 export interface StreamOptions {
@@ -18,6 +19,8 @@ export interface StreamOptions {
   includeUsage: boolean;
   /** The reply must be tool calls (tool_choice required or named): the first chunk says content null. */
   callsOnly: boolean;
+  /** The request used the legacy `functions`: a call streams as `delta.function_call`, finishing `function_call`. */
+  legacyFunctions: boolean;
   keepAliveMs: number;
   onInvalid: (invalid: string) => void;
   /** After the 200 the only way to report a failure is in the stream itself, as OpenAI does. */
@@ -54,12 +57,26 @@ export async function streamCompletion(
         const logprobs =
           event.logprobs === undefined ? null : { content: toWireLogprobs(event.logprobs), refusal: null };
         await writer.data(
-          chunk([{ index: event.choice, delta: chunkDelta(event), logprobs, finish_reason: null }]),
+          chunk([
+            {
+              index: event.choice,
+              delta: chunkDelta(event, options.legacyFunctions),
+              logprobs,
+              finish_reason: null,
+            },
+          ]),
         );
       } else if (event.type === "finish") {
         if (event.invalid !== undefined) options.onInvalid(event.invalid);
         await writer.data(
-          chunk([{ index: event.choice, delta: {}, logprobs: null, finish_reason: event.reason }]),
+          chunk([
+            {
+              index: event.choice,
+              delta: {},
+              logprobs: null,
+              finish_reason: wireFinishReason(event.reason, options.legacyFunctions),
+            },
+          ]),
         );
       } else if (options.includeUsage) {
         await writer.data({ ...chunk([]), usage: toUsage(event.usage) });
@@ -73,10 +90,17 @@ export async function streamCompletion(
 }
 
 /** An engine delta as a chunk delta; tool calls get their id on their first fragment. */
-function chunkDelta(event: Extract<GenerationEvent, { type: "delta" }>): ChunkDelta {
+function chunkDelta(
+  event: Extract<GenerationEvent, { type: "delta" }>,
+  legacyFunctions: boolean,
+): ChunkDelta {
   const target = event.target;
   if (target === undefined) return { content: event.text };
   if (target.kind === "reasoning") return { reasoning: event.text };
+  if (legacyFunctions) {
+    const name = target.name === undefined ? {} : { name: target.name };
+    return { function_call: { ...name, arguments: event.text } };
+  }
   if (target.name !== undefined) {
     return {
       tool_calls: [

@@ -78,6 +78,7 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
       n: parsed.n,
       reasoning: parsed.enableThinking,
       logprobs: parsed.sampling.logprobs !== undefined,
+      legacyFunctions: parsed.legacyFunctions,
       onInvalid,
     });
     return c.json(body, 200, headers);
@@ -89,6 +90,7 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
         n: parsed.n,
         includeUsage: parsed.includeUsage,
         callsOnly: callsRequired(toolChoice),
+        legacyFunctions: parsed.legacyFunctions,
         keepAliveMs: deps.limits.keepAliveMs,
         onInvalid,
         onError: (err) => {

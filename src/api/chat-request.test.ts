@@ -35,6 +35,7 @@ describe("parseChatRequest: accepted bodies", () => {
       messages: [{ role: "user", content: "hi" }],
       stream: false,
       includeUsage: false,
+      legacyFunctions: false,
       n: 1,
       // temperature and top_p left out: the model's defaults fill them, else OpenAI's 1 (model-defaults.ts).
       sampling: {
@@ -88,6 +89,7 @@ describe("parseChatRequest: accepted bodies", () => {
       messages: [{ role: "user", content: "hi" }],
       stream: true,
       includeUsage: true,
+      legacyFunctions: false,
       n: MAX_N,
       sampling: {
         temperature: 0.5,
@@ -677,12 +679,12 @@ describe("parseChatRequest: fields not supported", () => {
       "parallel_tool_calls",
       "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.",
     ],
-    ["functions", { functions: [] }, "functions", /'functions' parameter is not supported/],
+    ["an empty functions list", { functions: [] }, "functions", /expected an array with at least 1 element/],
     [
-      "function_call",
+      "function_call without functions",
       { function_call: "auto" },
       "function_call",
-      /'function_call' parameter is not supported/,
+      "Invalid value for 'function_call': 'function_call' is only allowed when 'functions' are specified.",
     ],
     ["logit_bias of the wrong type", { logit_bias: { "1": "x" } }, "logit_bias.1", /expected a number/],
     ["modalities", { modalities: ["text", "audio"] }, "modalities", /text only/],

@@ -17,6 +17,7 @@ import {
   toolEntrySchema,
   toToolCall,
 } from "./chat-request-output.js";
+import { legacyParam, rewriteLegacyFunctions } from "./legacy-functions.js";
 import { openAiFieldsShape, refused, thinkingOf } from "./openai-fields.js";
 import { checkAssistantMessages, checkPromptChars, checkRequestSize, checkStop } from "./request-limits.js";
 
@@ -24,6 +25,8 @@ import { checkAssistantMessages, checkPromptChars, checkRequestSize, checkStop }
 export interface ParsedChatRequest extends CompletionRequest {
   stream: boolean;
   includeUsage: boolean;
+  /** The request used the deprecated `functions`: the reply's call is `message.function_call` (docs/compatibility.md). */
+  legacyFunctions: boolean;
 }
 
 export interface ParseChatRequestOptions {
@@ -238,6 +241,22 @@ type RequestMessage = ChatRequestBody["messages"][number];
 
 export function parseChatRequest(body: unknown, options: ParseChatRequestOptions): ParsedChatRequest {
   if (!isPlainObject(body)) throw new InvalidRequestError("The request body must be a JSON object.");
+  const rewritten = rewriteLegacyFunctions(body);
+  if (!rewritten.legacy) return { ...parseRequest(rewritten.body, options), legacyFunctions: false };
+  try {
+    return { ...parseRequest(rewritten.body, options), legacyFunctions: true };
+  } catch (error) {
+    // A refusal of a rewritten field names it as the client sent it (`functions[0].parameters`).
+    if (!(error instanceof InvalidRequestError) || error.param === null) throw error;
+    const param = legacyParam(error.param);
+    throw new InvalidRequestError(error.message.replaceAll(error.param, param), param, error.code);
+  }
+}
+
+function parseRequest(
+  body: Record<string, unknown>,
+  options: ParseChatRequestOptions,
+): Omit<ParsedChatRequest, "legacyFunctions"> {
   const limits = options.requestLimits ?? DEFAULT_REQUEST_LIMITS;
   checkRequestSize(body, limits);
   const req = validate(body, chatRequestSchema);
@@ -269,7 +288,7 @@ export function parseChatRequest(body: unknown, options: ParseChatRequestOptions
     throw new InvalidRequestError("Use either max_tokens or max_completion_tokens, not both.", "max_tokens");
   }
 
-  const parsed: ParsedChatRequest = {
+  const parsed: Omit<ParsedChatRequest, "legacyFunctions"> = {
     model: req.model,
     messages: req.messages.map(toChatMessage),
     stream,

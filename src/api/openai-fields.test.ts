@@ -77,15 +77,13 @@ describe("refused capabilities", () => {
       "moderation.policy.output.mode",
       /mode 'block' is not supported: Hearth runs no moderation model/,
     ],
-    ["functions", { functions: [{ name: "f" }] }, "functions", /use 'tools' instead/],
-    ["function_call", { function_call: "auto" }, "function_call", /use 'tool_choice' instead/],
     ["an unknown reasoning_effort", { reasoning_effort: "extreme" }, "reasoning_effort", /'none', 'minimal'/],
     ["an unknown verbosity", { verbosity: "terse" }, "verbosity", /'low', 'medium', and 'high'/],
   ])("%s", (_, fields, param, message) => {
     expect400(() => withFields(fields), param, message);
   });
 
-  it("refuses an assistant message's audio reference and legacy function_call", () => {
+  it("refuses an assistant message's audio reference; reads a legacy function_call as a tool call", () => {
     const messages = (assistant: Record<string, unknown>) => ({
       ...base,
       messages: [
@@ -94,11 +92,12 @@ describe("refused capabilities", () => {
       ],
     });
     expect400(() => parse(messages({ audio: { id: "audio_1" } })), "messages[1].audio", /text only/);
-    expect400(
-      () => parse(messages({ function_call: { name: "f", arguments: "{}" } })),
-      "messages[1].function_call",
-      /use 'tool_calls'/,
-    );
+    expect(parse(messages({ function_call: { name: "f", arguments: "{}" } })).messages[1]).toEqual({
+      role: "assistant",
+      content: "a",
+      toolCalls: [{ id: "call_function_1", name: "f", arguments: "{}" }],
+    });
+    expect400(() => parse(messages({ function_call: "f" })), "messages[1].function_call", /use 'tool_calls'/);
     expect(parse(messages({ audio: null })).messages[1]).toEqual({ role: "assistant", content: "a" });
   });
 });

@@ -67,8 +67,7 @@ export const openAiFieldsShape = {
     .optional(),
   audio: refused(notSupported("audio", "Hearth produces text only.")),
   web_search_options: refused(notSupported("web_search_options", "Hearth has no web search.")),
-  functions: refused(notSupported("functions", "use 'tools' instead.")),
-  function_call: refused(notSupported("function_call", "use 'tool_choice' instead.")),
+  // `functions` and `function_call` (deprecated) never reach this schema: legacy-functions.ts rewrites them onto tools.
 };
 
 /** What the thinking switch is: `reasoning_effort` (none/minimal: off, others: on) or enable_thinking; default off. */

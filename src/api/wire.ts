@@ -3,7 +3,14 @@
 import type { FinishReason, TokenLogprob, UsageCounts } from "../engine/types.js";
 import { idBytes } from "../store/ids.js";
 
-export type WireFinishReason = FinishReason;
+/** `function_call`: the legacy `functions` API's name for `tool_calls` (src/api/legacy-functions.ts). */
+export type WireFinishReason = FinishReason | "function_call";
+
+/** The legacy `functions` API's one call (no id). */
+export interface FunctionCall {
+  name: string;
+  arguments: string;
+}
 
 export interface Usage {
   prompt_tokens: number;
@@ -29,6 +36,8 @@ export interface ResponseMessage {
   /** Only when reasoning is enabled; never inside content. */
   reasoning?: string;
   tool_calls?: ToolCall[];
+  /** Instead of tool_calls when the request used the legacy `functions`. */
+  function_call?: FunctionCall;
 }
 
 export interface TopLogprob {
@@ -81,6 +90,8 @@ export interface ChunkDelta {
   content?: string | null;
   reasoning?: string;
   tool_calls?: ToolCallDelta[];
+  /** The legacy `functions` API's call: the name on the first fragment, then arguments. */
+  function_call?: Partial<FunctionCall>;
 }
 
 export interface ChunkChoice {
@@ -171,4 +182,9 @@ export function toUsage(counts: UsageCounts): Usage {
     prompt_tokens_details: { cached_tokens: counts.cachedTokens },
     completion_tokens_details: { reasoning_tokens: counts.reasoningTokens ?? 0 },
   };
+}
+
+/** The engine's finish reason as the request's API names it: the legacy `functions` API says `function_call`. */
+export function wireFinishReason(reason: FinishReason, legacyFunctions: boolean): WireFinishReason {
+  return legacyFunctions && reason === "tool_calls" ? "function_call" : reason;
 }

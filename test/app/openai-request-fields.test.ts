@@ -108,8 +108,12 @@ const ACCEPTED = {
 const REFUSED: Record<string, unknown> = {
   audio: { voice: "alloy", format: "mp3" },
   web_search_options: { search_context_size: "low" },
+};
+
+/** The deprecated spelling of tools and tool_choice: sent in place of them (OpenAI refuses the two together). */
+const LEGACY: Record<string, unknown> = {
   functions: [{ name: "lookup_order", parameters: { type: "object" } }],
-  function_call: "auto",
+  function_call: { name: "lookup_order" },
 };
 
 /** Also sent alone: the SDK's older spelling of max_completion_tokens (OpenAI refuses the two together). */
@@ -171,6 +175,7 @@ describe("every field of the OpenAI chat request", () => {
       ...Object.keys(ACCEPTED),
       ...Object.keys(REFUSED),
       ...Object.keys(ALTERNATIVES),
+      ...Object.keys(LEGACY),
     ]);
     const require = createRequire(import.meta.url);
     const installed = sdkFields(
@@ -205,6 +210,16 @@ describe("every field of the OpenAI chat request", () => {
     });
     expect(response.status, await response.clone().text()).toBe(200);
     expect(harness.engine.requests.at(-1)?.sampling.maxTokens).toBe(64);
+  });
+
+  it("accepts the legacy functions and function_call in place of tools and tool_choice", async () => {
+    const { tools: _, tool_choice: __, parallel_tool_calls: ___, ...rest } = ACCEPTED;
+    const response = await harness.chat({ ...rest, ...LEGACY, stream: false, stream_options: undefined });
+    expect(response.status, await response.clone().text()).toBe(200);
+    expect(harness.engine.requests.at(-1)?.output).toMatchObject({
+      toolChoice: { name: "lookup_order" },
+      parallelToolCalls: false,
+    });
   });
 
   it.each(Object.entries(REFUSED))("answers %s with a 400 naming it and why", async (field, value) => {

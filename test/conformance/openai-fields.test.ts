@@ -147,6 +147,48 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     });
   });
 
+  describe("the deprecated functions and function_call", () => {
+    const functions = [
+      {
+        name: "get_weather",
+        description: "Current weather of a city",
+        parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+      },
+    ];
+    const messages = [{ role: "user" as const, content: "What's the weather in Lima?" }];
+
+    it("a named function_call: message.function_call with valid arguments, finish_reason function_call", async () => {
+      const completion = await create({
+        messages,
+        functions,
+        function_call: { name: "get_weather" },
+        max_tokens: 40,
+      } as Omit<ChatCompletionCreateParamsNonStreaming, "model">);
+      const choice = completion.choices[0];
+      expect(choice?.finish_reason).toBe("function_call");
+      expect(choice?.message.tool_calls).toBeUndefined();
+      expect(choice?.message.function_call?.name).toBe("get_weather");
+      expect(JSON.parse(choice?.message.function_call?.arguments ?? "")).toMatchObject({
+        city: expect.any(String),
+      });
+    });
+
+    it("streamed: the SDK's chat.completions.stream helper reassembles the function_call", async () => {
+      const stream = served.client.chat.completions.stream({
+        model: MODEL,
+        messages,
+        functions,
+        function_call: { name: "get_weather" },
+        max_tokens: 40,
+      });
+      const completion = await stream.finalChatCompletion();
+      expect(completion.choices[0]?.finish_reason).toBe("function_call");
+      const call = completion.choices[0]?.message.function_call;
+      expect(call?.name).toBe("get_weather");
+      expect(JSON.parse(call?.arguments ?? "")).toMatchObject({ city: expect.any(String) });
+    });
+  });
+
   it("accepts the fields that tune OpenAI's own service, streamed, as the SDK sends them", async () => {
     const stream = await served.client.chat.completions.create({
       model: MODEL,

@@ -170,7 +170,7 @@ const VALID: Record<string, (rng: Rng, model: string) => Json> = {
   prompt_cache_retention: (rng) => pick(rng, ["in_memory", "24h"]),
   prompt_cache_options: () => ({ mode: "implicit", ttl: "30m" }),
   moderation: () => ({ model: "omni-moderation-latest", policy: { input: { mode: "score" } } }),
-  // Refused whenever present: any value gives a 400.
+  // A 400 with these values: an empty functions list, function_call without functions; the others are refused.
   functions: () => [],
   function_call: () => "auto",
   audio: () => ({}),
