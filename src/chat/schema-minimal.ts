@@ -233,6 +233,17 @@ class Writer {
  * are validated after generation, not here).
  */
 function scalarText(node: Extract<SchemaNode, { kind: "integer" | "number" | "string" }>): string {
+  // Once per node: a node is written once per place it occurs (10^4 leaves of one `minItems` product, say).
+  const known = scalarTexts.get(node);
+  if (known !== undefined) return known;
+  const text = computeScalarText(node);
+  scalarTexts.set(node, text);
+  return text;
+}
+
+const scalarTexts = new WeakMap<SchemaNode, string>();
+
+function computeScalarText(node: Extract<SchemaNode, { kind: "integer" | "number" | "string" }>): string {
   if (node.kind === "string") {
     if (node.pattern !== undefined) return JSON.stringify(shortestMatch(node.pattern));
     if (node.format !== undefined) return JSON.stringify(FORMAT_MINIMAL[node.format]);
