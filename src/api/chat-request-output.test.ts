@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { apiErrorOf } from "../../test/support/api-errors.js";
 import { compileJsonSchema } from "../chat/compiled-schema.js";
-import { ApiError } from "../errors/api-error.js";
 import { parseChatRequest } from "./chat-request.js";
 
 const base = { model: "m", messages: [{ role: "user", content: "hi" }] };
@@ -14,15 +14,7 @@ const weather = {
   },
 };
 
-function rejection(fields: Record<string, unknown>): ApiError {
-  try {
-    parse(fields);
-  } catch (error) {
-    if (error instanceof ApiError) return error;
-    throw error;
-  }
-  throw new Error("expected a 400");
-}
+const rejection = (fields: Record<string, unknown>) => apiErrorOf(() => parse(fields));
 
 describe("parseChatRequest: response_format", () => {
   it("json_object and json_schema become an output request", () => {

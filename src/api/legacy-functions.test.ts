@@ -1,8 +1,8 @@
 // The deprecated functions/function_call: parsed as tools, refused where they clash, replies in the legacy shape.
 import { describe, expect, it } from "vitest";
+import { apiErrorOf } from "../../test/support/api-errors.js";
 import { Channel } from "../engine/channel.js";
 import type { GenerationEvent } from "../engine/types.js";
-import { ApiError } from "../errors/api-error.js";
 import { completionBody } from "./chat-completion-body.js";
 import { streamCompletion } from "./chat-completion-stream.js";
 import { parseChatRequest } from "./chat-request.js";
@@ -17,15 +17,7 @@ const user = { role: "user", content: "Weather in Oslo?" };
 const parse = (body: Record<string, unknown>) =>
   parseChatRequest({ model: "m", messages: [user], ...body }, { maxN: 8 });
 
-function refusal(body: Record<string, unknown>): ApiError {
-  try {
-    parse(body);
-  } catch (error) {
-    if (error instanceof ApiError) return error;
-    throw error;
-  }
-  throw new Error("expected a refusal");
-}
+const refusal = (body: Record<string, unknown>) => apiErrorOf(() => parse(body));
 
 describe("legacy functions: the request", () => {
   it("functions become tools (one call at most); function_call a named choice", () => {

@@ -1,6 +1,6 @@
 // tool_choice in every form OpenAI's chat API has, and the 400s that list them.
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../errors/api-error.js";
+import { apiErrorOf } from "../../test/support/api-errors.js";
 import { parseChatRequest } from "./chat-request.js";
 import { TOOL_CHOICE_FORMS } from "./chat-request-output.js";
 
@@ -13,15 +13,7 @@ const allowed = (mode: string, ...names: string[]) => ({
   allowed_tools: { mode, tools: names.map((name) => ({ type: "function", function: { name } })) },
 });
 
-function rejection(fields: Record<string, unknown>): ApiError {
-  try {
-    parse(fields);
-  } catch (error) {
-    if (error instanceof ApiError) return error;
-    throw error;
-  }
-  throw new Error("expected a 400");
-}
+const rejection = (fields: Record<string, unknown>) => apiErrorOf(() => parse(fields));
 
 describe("tool_choice: accepted forms", () => {
   it.each(["none", "auto", "required"])("%s", (choice) => {

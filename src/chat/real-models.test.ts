@@ -17,6 +17,7 @@ import type { ChatMessage } from "../engine/types.js";
 import { compileJsonSchema } from "./compiled-schema.js";
 import { fallbackTemplate } from "./fallback-templates.js";
 import { planGeneration, planPrompt } from "./output-plan.js";
+import { STRING_FORMATS } from "./schema-strings.js";
 import { createPromptRenderer, hasLeadingBos } from "./template.js";
 import { Utf8TokenDecoder } from "./utf8.js";
 
@@ -160,17 +161,7 @@ describe.each(MODEL_FAMILIES)("with the real model $model.id", ({ model: config 
       pattern: { type: "string", pattern: '^[^"\\\\]{2,5}(?:\\d|[\\u00e9-\\u00ff]|\\.)+"?$' },
       search: { type: "string", pattern: "ab+c" },
     };
-    for (const format of [
-      "date-time",
-      "time",
-      "date",
-      "duration",
-      "email",
-      "hostname",
-      "ipv4",
-      "ipv6",
-      "uuid",
-    ]) {
+    for (const format of STRING_FORMATS) {
       properties[format] = { type: "string", format };
     }
     const schema = {
