@@ -1,49 +1,21 @@
-// Test tiers as vitest projects. `npm test` runs every tier, one after another (unit, integration, model, e2e,
-// clients); `npm run test:<tier>` (or `npx vitest run --project <tier>`) runs one. A new test file is a unit test
-// unless it is listed below: the unit tier must stay model-free, server-free and under a minute.
+// Test tiers as vitest projects, chosen by folder. `npm test` runs every tier, one after another (unit,
+// integration, model, e2e, clients); `npm run test:<tier>` (or `npx vitest run --project <tier>`) runs one.
+// - unit: next to the code (src/**) and test/unit, test/support: model-free, server-free, under a minute;
+// - integration (test/integration): PostgreSQL and Redis servers (suites run on PGlite and PostgreSQL too);
+// - model (test/model, test/conformance): the real model, loaded in the test's process or by a `hearth serve`
+//   the test drives with the openai client;
+// - e2e (test/e2e): whole deployments: the CLI against server processes, replicas sharing stores, shutdown,
+//   Chromium;
+// - clients (test/clients): real client libraries (openai-node, the Vercel AI SDK, LangChain JS; Python ones in
+//   the venv of scripts/setup-clients.sh) against one `hearth serve` of the default model, started once.
+// A test that needs a server or the model lives in that tier's folder, never next to the code.
 import { existsSync } from "node:fs";
 import { configDefaults, defineConfig } from "vitest/config";
 
-const ALL = ["src/**/*.test.{ts,tsx}", "test/**/*.test.ts"];
-
-/** PostgreSQL or Redis servers (suites run on PGlite and PostgreSQL, Redis-backed limits and broadcasts). */
-const INTEGRATION = [
-  "test/integration/**/*.test.ts",
-  "src/dashboard/sign-in-throttle.test.ts",
-  "src/limits/rate-limiter.test.ts",
-  "src/tenancy/invalidation-broadcast.test.ts",
-  "src/tenancy/members.test.ts",
-  "src/usage/pg-meter.test.ts",
-  "src/usage/queries.test.ts",
-];
-
-/** The real model: loaded in the test's process, or by a `hearth serve` the test drives with the openai client. */
-const MODEL = [
-  "test/conformance/**/*.test.ts",
-  "test/integration/app.test.ts",
-  "test/integration/engine.test.ts",
-  "test/integration/prompt-cache-key.test.ts",
-  "test/integration/model-lifecycle.test.ts",
-  "test/integration/model-memory.test.ts",
-  "test/integration/gpu-backend.test.ts",
-  "test/integration/llama-internals.test.ts",
-  "test/integration/logprobs.test.ts",
-  "test/integration/limits.test.ts",
-  "test/integration/llama-server.test.ts",
-  "test/integration/overload.test.ts",
-  "test/integration/sampling-distribution.test.ts",
-  "test/integration/usage.test.ts",
-  "src/chat/real-models.test.ts",
-  "src/models/fetch.test.ts",
-];
-
-/** Whole deployments: the CLI against server processes, replicas sharing stores, shutdown, Chromium. */
+const UNIT = ["src/**/*.test.{ts,tsx}", "test/unit/**/*.test.ts", "test/support/**/*.test.ts"];
+const INTEGRATION = ["test/integration/**/*.test.ts"];
+const MODEL = ["test/model/**/*.test.ts", "test/conformance/**/*.test.ts"];
 const E2E = ["test/e2e/**/*.test.ts"];
-
-/**
- * Real client libraries (openai-node, the Vercel AI SDK, LangChain JS; Python ones in the venv of
- * scripts/setup-clients.sh) against one `hearth serve` of the default model, started once for the whole tier.
- */
 const CLIENTS = ["test/clients/**/*.test.ts"];
 
 // Throwaway data dirs (PGlite clusters, secrets) in memory where the machine has a tmpfs: PGlite waits on the
@@ -61,8 +33,8 @@ export default defineConfig({
         test: {
           name: "unit",
           env: MEMORY_TMP,
-          include: ALL,
-          exclude: [...configDefaults.exclude, ...INTEGRATION, ...MODEL, ...E2E, ...CLIENTS],
+          include: UNIT,
+          exclude: configDefaults.exclude,
           // Nothing shared: temp dirs and in-memory stores only, so files run side by side. The PGlite files
           // wait on WASM and timers more than they compute: two workers on two cores halve the wall time.
           fileParallelism: true,
@@ -76,7 +48,6 @@ export default defineConfig({
           name: "integration",
           env: MEMORY_TMP,
           include: INTEGRATION,
-          exclude: [...configDefaults.exclude, ...MODEL],
           // One PostgreSQL and one Redis for every file: one file at a time.
           fileParallelism: false,
           sequence: { groupOrder: 1 },

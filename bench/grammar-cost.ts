@@ -1,10 +1,10 @@
 // What a JSON grammar costs: decode tokens/s with and without JSON mode, in-process, on the same prompts.
 import { pathToFileURL } from "node:url";
+import { ensureModelFile } from "../src/catalogue/fetch.js";
 import { loadConfig } from "../src/config/load.js";
 import { generate } from "../src/engine/generate.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
 import type { GenerationRequest, OutputRequest } from "../src/engine/types.js";
-import { ensureModelFile } from "../src/models/fetch.js";
 
 const PROMPTS = [
   "Describe a cat as JSON.",

@@ -3,11 +3,11 @@
 // `node --import tsx bench/prepare-hold.ts` prints a Markdown table.
 import { performance } from "node:perf_hooks";
 import { Template } from "@huggingface/jinja";
+import { ensureModelFile } from "../src/catalogue/fetch.js";
 import { loadConfig } from "../src/config/load.js";
 import { requestLimitsSchema } from "../src/config/schema.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
 import type { ChatMessage } from "../src/engine/types.js";
-import { ensureModelFile } from "../src/models/fetch.js";
 import { generationRequest, greedySampling } from "../test/support/generation-request.js";
 
 /**
@@ -38,7 +38,7 @@ async function longestHold<T>(work: () => Promise<T>): Promise<{ result: T | Err
 
 /**
  * Counts and times the chat template's renders on this thread (a prototype method, so every renderer's). Large
- * conversations render on the template thread (src/chat/template-thread.ts) and are not counted.
+ * conversations render on the template thread (src/chat/template/thread.ts) and are not counted.
  */
 function timeRenders(into: number[]): () => void {
   const original = Template.prototype.render;

@@ -1,12 +1,12 @@
 // `npm run bench`: the service over HTTP, then the engine in-process, then the raw decode cost; one model at a time.
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
+import { ensureModelFile } from "../src/catalogue/fetch.js";
 import { loadConfig } from "../src/config/load.js";
 import type { HearthConfig, ModelConfig } from "../src/config/schema.js";
 import type { RunnerStats } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../src/engine/llama/llama-engine.js";
-import { ensureModelFile } from "../src/models/fetch.js";
 import { benchAnchor } from "./anchor.js";
 import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
 import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";

@@ -1,10 +1,10 @@
 // Worst-case schemas: how long parsing + planning hold the event loop, and how big the grammar gets, or the 400.
 import { pathToFileURL } from "node:url";
 import { getLlama, type Llama } from "node-llama-cpp";
-import { parseChatRequest } from "../src/api/chat-request.js";
-import { planGeneration, planPrompt } from "../src/chat/output-plan.js";
-import type { TemplateCapabilities } from "../src/chat/tool-format.js";
-import { ApiError } from "../src/errors/api-error.js";
+import { planGeneration, planPrompt } from "../src/chat/output/plan.js";
+import type { TemplateCapabilities } from "../src/chat/template/tool-format.js";
+import { ApiError } from "../src/http/errors/api-error.js";
+import { parseChatRequest } from "../src/http/openai/chat-request.js";
 import { manyOptional, worstSchemas } from "../test/support/adversarial-schemas.js";
 
 const PLAIN: TemplateCapabilities = { tools: undefined, nativeThinking: false };

@@ -1,20 +1,21 @@
 // Composition root: loadConfig → buildServices (store, tenancy, limits, usage, completions) around the engine →
 // createApp → serve; SIGTERM drains, then disposes.
-import { createApp } from "./app/create-app.js";
+
 import {
   firstKeyAnnouncement,
   firstOwnerAnnouncement,
   writeFirstStartCredentials,
 } from "./app/first-start.js";
-import { listen } from "./app/http-server.js";
 import { buildServices, type Services } from "./app/services.js";
+import { ensureModelFile } from "./catalogue/fetch.js";
+import { createProgressReporter, teeProgress } from "./catalogue/progress.js";
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS, type HearthConfig } from "./config/schema.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
 import { EngineRegistry } from "./engine/registry.js";
 import type { Engine } from "./engine/types.js";
 import { UpstreamEngine } from "./engine/upstream/upstream-engine.js";
-import { ensureModelFile } from "./models/fetch.js";
-import { createProgressReporter, teeProgress } from "./models/progress.js";
+import { createApp } from "./http/app.js";
+import { listen } from "./http/server.js";
 import { createLogger, type Logger } from "./observability/logger.js";
 import type { Metrics } from "./observability/metrics.js";
 import { DEFAULT_OWNER_EMAIL } from "./tenancy/bootstrap.js";

@@ -1,6 +1,6 @@
 // The client's address behind trusted proxies: X-Forwarded-For only from them, the rightmost hop not one of them.
 import { describe, expect, it } from "vitest";
-import { resolveClientAddress, trustedProxyList, UNKNOWN_ADDRESS } from "./client-address.js";
+import { resolveClientAddress, trustedProxyList, UNKNOWN_ADDRESS } from "../http/client-address.js";
 
 const trusted = trustedProxyList(["10.0.0.0/8", "192.0.2.1", "::1", "fd00::/8"]);
 const resolve = (peer: string | undefined, xff?: string) => resolveClientAddress(peer, xff, trusted);

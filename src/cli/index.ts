@@ -3,8 +3,8 @@ import { Command, InvalidArgumentError } from "commander";
 import { ConfigError, loadConfig } from "../config/load.js";
 import type { HearthConfig } from "../config/schema.js";
 import { startServer } from "../main.js";
-import { registerAdminCommands } from "./admin.js";
-import { registerModelsCommands } from "./models.js";
+import { registerAdminCommands } from "./admin/index.js";
+import { registerModelsCommands } from "./local-models.js";
 
 function integer(value: string): number {
   const n = Number(value);

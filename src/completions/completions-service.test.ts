@@ -17,7 +17,7 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../engine/types.js";
-import { InvalidRequestError, RateLimitError } from "../errors/api-error.js";
+import { InvalidRequestError, RateLimitError } from "../http/errors/api-error.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";

@@ -3,7 +3,7 @@
 import { randomInt } from "node:crypto";
 import { RequestAbortedError } from "../engine/errors.js";
 import type { Engine, Generation, GenerationRequest, ModelInfo, PromptCount } from "../engine/types.js";
-import { mapDomainError } from "../errors/domain-errors.js";
+import { mapDomainError } from "../http/errors/domain-errors.js";
 import { limitsTokens } from "../limits/org-rate-limiter.js";
 import type { RateLimiter, RequestCharge } from "../limits/types.js";
 import type { Accounting } from "./accounting.js";

@@ -1,7 +1,7 @@
 // A model's sampling defaults fill exactly the fields a request leaves out; a field the request sets always wins.
 import { describe, expect, it } from "vitest";
-import { parseChatRequest } from "../api/chat-request.js";
 import { DEFAULT_MODEL_SAMPLING } from "../config/schema.js";
+import { parseChatRequest } from "../http/openai/chat-request.js";
 import { withModelDefaults } from "./model-defaults.js";
 
 const sampled = (fields: Record<string, unknown>) =>

@@ -4,7 +4,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import type { z } from "zod";
-import { parseModelSource } from "../models/source.js";
+import { parseModelSource } from "../catalogue/source.js";
 import {
   defaultModels,
   fileConfigSchema,

@@ -1,5 +1,5 @@
 // The Engine port: what the API asks of an inference engine, independent of HTTP, orgs and node-llama-cpp.
-import type { CompiledSchema } from "../chat/compiled-schema.js";
+import type { CompiledSchema } from "../chat/schema/compiled-schema.js";
 import type { SamplingDefaults } from "../config/sampling-defaults.js";
 import type { Channel } from "./channel.js";
 
@@ -61,7 +61,7 @@ export function callsRequired(choice: ToolChoice | undefined): boolean {
   return !("mode" in choice) || choice.mode === "required";
 }
 
-/** What the reply must look like; absent means free text. Enforced by grammar (src/chat/output-plan.ts). */
+/** What the reply must look like; absent means free text. Enforced by grammar (src/chat/output/plan.ts). */
 export interface OutputRequest {
   format: ResponseFormat;
   tools: ToolDefinition[];

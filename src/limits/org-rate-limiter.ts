@@ -1,7 +1,7 @@
 // Requests and tokens per minute per organization: admission with a token pre-charge, settlement, 429s as OpenAI words them.
-import { RateLimitError, type RateLimitKind } from "../errors/api-error.js";
+import { RateLimitError, type RateLimitKind } from "../http/errors/api-error.js";
+import { formatDuration, rateLimitHeaders } from "../http/rate-limit-headers.js";
 import type { Logger } from "../observability/logger.js";
-import { formatDuration, rateLimitHeaders } from "./headers.js";
 import type {
   Admission,
   AdmitOptions,

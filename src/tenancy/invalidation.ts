@@ -9,7 +9,7 @@ export type CacheInvalidation =
   | { kind: "key"; keyId: string }
   | { kind: "org"; orgId: string }
   /**
-   * The model catalogue (src/models/catalogue.ts): a model was added or removed ("changed": read the store again), or
+   * The model catalogue (src/catalogue/catalogue.ts): a model was added or removed ("changed": read the store again), or
    * an operator loaded or unloaded it (every replica does the same).
    */
   | { kind: "model"; modelId: string; action: "changed" | "load" | "unload" }

@@ -1,8 +1,8 @@
 // Models added, unloaded and removed at run time with the CLI, on two `hearth serve` replicas sharing PostgreSQL and
 // Redis: the other replica follows at once, and the change survives a restart.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
 import { type ReplicaPair, startReplicaPair } from "../support/replicas.js";
 import {
   hearthCli,

@@ -4,12 +4,12 @@
 //   reads the rest of a body it refused), so a client that reused the connection, as it was told it could, lost
 //   its next request ("other side closed");
 // - the socket was destroyed right after the 413 while the client was still uploading, so the client's next write
-//   met a reset (EPIPE or ECONNRESET) and it never saw the 413 (src/app/http-server.ts, lingering close).
+//   met a reset (EPIPE or ECONNRESET) and it never saw the 413 (src/http/server.ts, lingering close).
 // The app is served over real HTTP, through the server's own `listen`: only a socket shows what the connection does.
 import type { Server } from "node:http";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listen } from "../../src/app/http-server.js";
+import { listen } from "../../src/http/server.js";
 import { FAKE_MODEL, type FakeEngine } from "../support/fake-engine.js";
 import { startTestApp, type TestApp } from "../support/test-app.js";
 

@@ -5,7 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPromptRenderer } from "../../src/chat/template.js";
+import { createPromptRenderer } from "../../src/chat/template/render.js";
 import type { GenerationRequest } from "../../src/engine/types.js";
 import { FAKE_MODEL, type FakeEngine } from "../support/fake-engine.js";
 import { type FuzzCase, fuzzCases } from "../support/fuzz-requests.js";

@@ -9,8 +9,8 @@ import { Writable } from "node:stream";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadOrCreateKeySecret } from "../../src/auth/key-secret.js";
-import { MISSING_API_KEY_MESSAGE } from "../../src/auth/require-api-key.js";
-import { createOperatorThrottle } from "../../src/dashboard/operator/operator-session.js";
+import { createOperatorThrottle } from "../../src/http/dashboard/operator/operator-session.js";
+import { MISSING_API_KEY_MESSAGE } from "../../src/http/middleware/require-api-key.js";
 import { createLogger } from "../../src/observability/logger.js";
 import type { Store } from "../../src/store/open-store.js";
 import { createTenancy, type Tenancy } from "../../src/tenancy/tenancy.js";
@@ -125,7 +125,7 @@ describe.each(STORES)("security of every /v1 route on %s", (backendName, storeKi
       tenancy: { now: () => Date.now() + clockOffset },
       bootstrap: false,
       // This suite presents hundreds of wrong admin tokens on purpose, all from one (in-memory) address; the
-      // throttle that would answer them 429 has its own tests (src/admin/admin-throttle.test.ts).
+      // throttle that would answer them 429 has its own tests (src/http/admin/throttle.test.ts).
       app: {
         dashboard: {
           operatorThrottle: createOperatorThrottle([

@@ -3,7 +3,7 @@
 import type { Server } from "node:http";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listen } from "../../src/app/http-server.js";
+import { listen } from "../../src/http/server.js";
 import { FAKE_MODEL, type FakeEngine, type FakeStep } from "../support/fake-engine.js";
 import { startTestApp, type TestApp, usageRecordOf } from "../support/test-app.js";
 

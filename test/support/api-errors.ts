@@ -1,5 +1,5 @@
 // The ApiError a call throws, for unit tests of request parsing (fails the test when it throws none).
-import { ApiError } from "../../src/errors/api-error.js";
+import { ApiError } from "../../src/http/errors/api-error.js";
 
 export function apiErrorOf(run: () => unknown): ApiError {
   try {

@@ -1,5 +1,5 @@
 // Schema-aware mutated POST /v1/chat/completions requests, for the `fuzz` bench phase and its fast integration
-// test: valid requests built from the wire schema's fields (src/api/chat-request.ts), then broken in 1–3 ways
+// test: valid requests built from the wire schema's fields (src/http/openai/chat-request.ts), then broken in 1–3 ways
 // (wrong types, extremes, deep nesting, unicode, control tokens, raw bodies). Seeded, so a run repeats exactly.
 
 /** A small, fast, seedable PRNG (mulberry32): the same seed gives the same cases on every machine. */

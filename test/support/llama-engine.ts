@@ -1,10 +1,10 @@
 // The embedded llama.cpp engine over a test's config (models fetched into the models dir on first use): the model tier.
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel } from "node-llama-cpp";
+import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
 import type { HearthConfig } from "../../src/config/schema.js";
 import { usableCores } from "../../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
 
 /** Not started: the test calls `start()` (loading is what some tests look at). */
 export function llamaEngine(config: HearthConfig): LlamaEngine {

@@ -3,8 +3,8 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
 import { restartablePort } from "./ports.js";
 
 const BUILD_SCRIPT = join(import.meta.dirname, "..", "..", "scripts", "build-llama-server.sh");

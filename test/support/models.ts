@@ -2,9 +2,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
 import { defaultModels, type ModelConfig, modelConfigSchema } from "../../src/config/schema.js";
-import { ensureModelFile } from "../../src/models/fetch.js";
 import { type ServerProcess, type StartServerProcessOptions, startServerProcess } from "./server-process.js";
 
 /** Gemma 3 270M (base) in Q4_K_M: four PyPI packages, joined; its GGUF has no chat template of its own. */

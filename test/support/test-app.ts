@@ -2,14 +2,13 @@
 // or PostgreSQL, around the fake engine or a real one; requests go through `app.request()`, no port.
 import { eq } from "drizzle-orm";
 import type { Hono } from "hono";
-import { type AppOptions, createApp } from "../../src/app/create-app.js";
-import type { AppEnv } from "../../src/app/env.js";
 import {
   type BuildServicesOptions,
   buildServices,
   type ServiceGraph,
   type Services,
 } from "../../src/app/services.js";
+import { isModelHost } from "../../src/catalogue/catalogue.js";
 import { loadConfig } from "../../src/config/load.js";
 import {
   type HearthConfig,
@@ -18,7 +17,8 @@ import {
   type ServerConfig,
 } from "../../src/config/schema.js";
 import type { Engine } from "../../src/engine/types.js";
-import { isModelHost } from "../../src/models/catalogue.js";
+import { type AppOptions, createApp } from "../../src/http/app.js";
+import type { AppEnv } from "../../src/http/env.js";
 import { createLogger, type Logger } from "../../src/observability/logger.js";
 import type { Store } from "../../src/store/open-store.js";
 import { type UsageRecordRow, usageRecords } from "../../src/store/schema.js";

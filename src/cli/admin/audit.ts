@@ -1,6 +1,6 @@
 // `hearth audit`: the trail of tenancy changes, newest first, through the admin API.
 import type { Command } from "commander";
-import type { AuditWire, ListWire } from "../../admin/wire.js";
+import type { AuditWire, ListWire } from "../../http/admin/wire.js";
 import { positiveInteger } from "./arguments.js";
 import { day } from "./format.js";
 import type { AdminRunner } from "./runner.js";

@@ -1,5 +1,5 @@
 // The admin API over HTTP for the CLI: the admin token, the request, and the server's error as one message.
-import { adminTokenPath, readAdminToken } from "../../admin/admin-token.js";
+import { adminTokenPath, readAdminToken } from "../../auth/admin-token.js";
 import type { HearthConfig } from "../../config/schema.js";
 
 /** A failure already worded for the operator; printed as `hearth: <message>`. */

@@ -1,5 +1,5 @@
 // How admin commands print what the server answered: timestamps, limits, model lists and aligned tables.
-import type { KeyWire, OrgWire } from "../../admin/wire.js";
+import type { KeyWire, OrgWire } from "../../http/admin/wire.js";
 import type { UsageTotals } from "../../usage/queries.js";
 
 /** An ISO timestamp to the second, with a space for the "T". */

@@ -1,6 +1,6 @@
 // `hearth keys create|list|revoke`: an organization's API keys through the admin API.
 import type { Command } from "commander";
-import type { CreatedKeyWire, KeyWire, ListWire } from "../../admin/wire.js";
+import type { CreatedKeyWire, KeyWire, ListWire } from "../../http/admin/wire.js";
 import { parseDuration } from "./arguments.js";
 import { pathSegment } from "./client.js";
 import { day, keyStatus } from "./format.js";

@@ -1,9 +1,9 @@
 // `hearth models add|load|unload|remove`: the running server's models at run time via the admin API (`list` and
 // `pull`, which also work without a server, are in cli/models.ts). Loads are waited for with their progress.
 import { type Command, InvalidArgumentError } from "commander";
-import type { ListWire, ModelWire } from "../../admin/wire.js";
 import { parseKeepAlive } from "../../config/durations.js";
-import { progressText } from "../models.js";
+import type { ListWire, ModelWire } from "../../http/admin/wire.js";
+import { progressText } from "../local-models.js";
 import { positiveInteger } from "./arguments.js";
 import { AdminCliError, type AdminClient, pathSegment } from "./client.js";
 import type { AdminOutput, AdminRunner } from "./runner.js";

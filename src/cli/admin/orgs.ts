@@ -1,6 +1,6 @@
 // `hearth orgs create|set-limits|list|grant|revoke`: organizations, their models and limits via the admin API.
 import type { Command } from "commander";
-import type { ListWire, OrgWire } from "../../admin/wire.js";
+import type { ListWire, OrgWire } from "../../http/admin/wire.js";
 import { commaList, limit } from "./arguments.js";
 import { AdminCliError, pathSegment } from "./client.js";
 import { day, limitsText, limitText, modelList } from "./format.js";

@@ -1,6 +1,6 @@
 // `hearth usage`: an organization's requests and tokens, totalled or grouped, through the admin API.
 import type { Command } from "commander";
-import type { UsageWire } from "../../admin/wire.js";
+import type { UsageWire } from "../../http/admin/wire.js";
 import { groupBy } from "./arguments.js";
 import { pathSegment } from "./client.js";
 import { day, usageCells } from "./format.js";

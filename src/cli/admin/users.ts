@@ -1,6 +1,6 @@
 // `hearth users create`: a dashboard user in an organization through the admin API.
 import type { Command } from "commander";
-import type { CreatedUserWire } from "../../admin/wire.js";
+import type { CreatedUserWire } from "../../http/admin/wire.js";
 import { role } from "./arguments.js";
 import { pathSegment } from "./client.js";
 import type { AdminRunner } from "./runner.js";

@@ -1,9 +1,9 @@
 import type { Token } from "node-llama-cpp";
 import { describe, expect, it } from "vitest";
-import { compileJsonSchema } from "../../chat/compiled-schema.js";
-import { OutputParser } from "../../chat/output-parser.js";
-import { planGeneration, planPrompt } from "../../chat/output-plan.js";
-import type { TemplateCapabilities } from "../../chat/tool-format.js";
+import { OutputParser } from "../../chat/output/parser.js";
+import { planGeneration, planPrompt } from "../../chat/output/plan.js";
+import { compileJsonSchema } from "../../chat/schema/compiled-schema.js";
+import type { TemplateCapabilities } from "../../chat/template/tool-format.js";
 import type { GenerationEvent, OutputRequest } from "../types.js";
 import { ChoiceStream, type ChoiceStreamOptions, usageOf } from "./choice-stream.js";
 import { TokenLogprobs, Vocabulary } from "./token-logprobs.js";

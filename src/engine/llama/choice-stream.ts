@@ -1,9 +1,9 @@
 // One choice's output: sampled tokens → text (UTF-8, stop strings, output parser) → delta and finish events.
 import type { Token } from "node-llama-cpp";
-import type { OutputPart } from "../../chat/output-parser.js";
-import type { GenerationPlan } from "../../chat/output-plan.js";
-import { StopMatcher } from "../../chat/stop-matcher.js";
-import { type Detokenizer, Utf8TokenDecoder } from "../../chat/utf8.js";
+import type { OutputPart } from "../../chat/output/parser.js";
+import type { GenerationPlan } from "../../chat/output/plan.js";
+import { StopMatcher } from "../../chat/output/stop-matcher.js";
+import { type Detokenizer, Utf8TokenDecoder } from "../../chat/output/utf8.js";
 import type { FinishReason, GenerationEvent, TokenLogprob, UsageCounts } from "../types.js";
 import type { ChoiceOutput } from "./output-control.js";
 import type { SampledToken, TokenLogprobs } from "./token-logprobs.js";

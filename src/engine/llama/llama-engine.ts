@@ -1,10 +1,10 @@
 // The Engine port on node-llama-cpp: each model is loaded and unloaded at run time (states with progress), within a
 // memory budget (least recently used idle models make room) and its keepAlive; requests go to its runner.
 import type { Llama } from "node-llama-cpp";
-import { TemplateThread } from "../../chat/template-thread.js";
+import type { ProgressReporter } from "../../catalogue/progress.js";
+import { TemplateThread } from "../../chat/template/thread.js";
 import { parseKeepAlive } from "../../config/durations.js";
 import type { GpuSetting, MemoryBudget, ModelConfig } from "../../config/schema.js";
-import type { ProgressReporter } from "../../models/progress.js";
 import { EngineNotReadyError, ModelCatalogueError, ModelMemoryError, UnknownModelError } from "../errors.js";
 import type {
   AcceleratorState,

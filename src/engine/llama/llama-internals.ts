@@ -1,4 +1,4 @@
-// Every use of a node-llama-cpp private member, each with its fallback (test/integration/llama-internals.test.ts).
+// Every use of a node-llama-cpp private member, each with its fallback (test/model/llama-internals.test.ts).
 import type {
   Llama,
   LlamaContext,

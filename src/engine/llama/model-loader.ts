@@ -6,9 +6,9 @@ import {
   type LlamaModel,
   readGgufFileInfo,
 } from "node-llama-cpp";
-import { createPromptRenderer } from "../../chat/template.js";
-import type { TemplateThread } from "../../chat/template-thread.js";
-import { detectCapabilities } from "../../chat/tool-format.js";
+import { createPromptRenderer } from "../../chat/template/render.js";
+import type { TemplateThread } from "../../chat/template/thread.js";
+import { detectCapabilities } from "../../chat/template/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import type { MemoryEstimate } from "../types.js";
 import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.js";

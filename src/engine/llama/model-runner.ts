@@ -1,7 +1,7 @@
 // One model on one llama.cpp context: prepares requests, admits them through the fair queue, runs the step loop.
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp";
-import type { AsyncPromptRenderer } from "../../chat/template-thread.js";
-import type { TemplateCapabilities } from "../../chat/tool-format.js";
+import type { AsyncPromptRenderer } from "../../chat/template/thread.js";
+import type { TemplateCapabilities } from "../../chat/template/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { QueueFullError, RequestAbortedError } from "../errors.js";
 import type { Generation, GenerationRequest, ModelLoad } from "../types.js";

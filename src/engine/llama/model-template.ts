@@ -1,7 +1,7 @@
 // The chat template a loaded model renders with: the GGUF's own, or the built-in one its vocabulary's turns select.
 import type { LlamaModel } from "node-llama-cpp";
-import { fallbackTemplate } from "../../chat/fallback-templates.js";
-import type { PromptRendererOptions } from "../../chat/template.js";
+import { fallbackTemplate } from "../../chat/template/fallbacks.js";
+import type { PromptRendererOptions } from "../../chat/template/render.js";
 
 /** Texts of the vocabulary's control and user-defined tokens (GGUF token types 3 and 4). */
 export function controlTokenTexts(model: LlamaModel): string[] {

@@ -7,8 +7,8 @@ import {
   type Token,
   TokenBias,
 } from "node-llama-cpp";
-import { OutputParser } from "../../chat/output-parser.js";
-import type { GenerationPlan } from "../../chat/output-plan.js";
+import { OutputParser } from "../../chat/output/parser.js";
+import type { GenerationPlan } from "../../chat/output/plan.js";
 import { grammarAccepts, setLogit } from "./llama-internals.js";
 
 /** Compiled grammars kept by text: the same schema or tool set is compiled once, not per request. */

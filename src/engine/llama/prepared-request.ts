@@ -1,9 +1,9 @@
 // Before the queue: a request rendered, tokenized, checked against the context and given its output control.
 import type { LlamaModel, Token } from "node-llama-cpp";
-import { type GenerationPlan, planGeneration, planPrompt } from "../../chat/output-plan.js";
-import type { PromptSegment } from "../../chat/template.js";
-import type { AsyncPromptRenderer } from "../../chat/template-thread.js";
-import type { TemplateCapabilities } from "../../chat/tool-format.js";
+import { type GenerationPlan, planGeneration, planPrompt } from "../../chat/output/plan.js";
+import type { PromptSegment } from "../../chat/template/render.js";
+import type { AsyncPromptRenderer } from "../../chat/template/thread.js";
+import type { TemplateCapabilities } from "../../chat/template/tool-format.js";
 import {
   ContextOverflowError,
   PromptTooLongError,

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { generationRequest } from "../../../test/support/generation-request.js";
 import type { UpstreamModelConfig } from "../../config/schema.js";
-import { mapDomainError } from "../../errors/domain-errors.js";
+import { mapDomainError } from "../../http/errors/domain-errors.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
 import {
   ContextOverflowError,

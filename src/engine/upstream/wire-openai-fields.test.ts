@@ -1,7 +1,7 @@
 // reasoning_effort, allowed_tools and prompt_cache_key in each upstream dialect's body.
 import { describe, expect, it } from "vitest";
-import { parseChatRequest } from "../../api/chat-request.js";
 import { withModelDefaults } from "../../completions/model-defaults.js";
+import { parseChatRequest } from "../../http/openai/chat-request.js";
 import type { GenerationRequest } from "../types.js";
 import { type UpstreamKind, upstreamRequestBody } from "./wire.js";
 

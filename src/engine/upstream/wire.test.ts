@@ -1,9 +1,9 @@
 // The body sent to each upstream dialect, the classification of upstream errors, and model lists read.
 import { describe, expect, it } from "vitest";
-import { parseChatRequest } from "../../api/chat-request.js";
 import { withModelDefaults } from "../../completions/model-defaults.js";
 import type { SamplingDefaults } from "../../config/sampling-defaults.js";
 import { SAMPLING_EXTENSION_KINDS } from "../../config/schema.js";
+import { parseChatRequest } from "../../http/openai/chat-request.js";
 import type { GenerationRequest } from "../types.js";
 import {
   KIND_TRAITS,
@@ -291,7 +291,7 @@ describe("upstreamRequestBody", () => {
       repetition_penalty: 1.2,
     });
     const body = upstreamRequestBody(original, { model: "smol", kind: "hearth", cacheSalt: "org_A" });
-    // cache_salt is Hearth's issue-11 addition to its parser (src/api/chat-request.ts), checked there.
+    // cache_salt is Hearth's issue-11 addition to its parser (src/http/openai/chat-request.ts), checked there.
     const { cache_salt: salt, ...rest } = body;
     expect(salt).toBe("org_A");
     const parsed = parseChatRequest(rest, { maxN: 8 });

@@ -1,0 +1,120 @@
+// POST /v1/chat/completions: parse → completions service → SSE chunks or one JSON body.
+import { performance } from "node:perf_hooks";
+import type { Context } from "hono";
+import type { SchemaBudget } from "../../chat/schema/budget.js";
+import type { CompletionsService } from "../../completions/completions-service.js";
+import type { RequestLimits } from "../../config/schema.js";
+import { callsRequired } from "../../engine/types.js";
+import type { Logger } from "../../observability/logger.js";
+import type { Metrics } from "../../observability/metrics.js";
+import type { AppEnv } from "../env.js";
+import { mapDomainError } from "../errors/domain-errors.js";
+import { clientLeftSignal, nodeBindings, readBodyText } from "../node-request.js";
+import { completionBody } from "../openai/chat-completion-body.js";
+import { streamCompletion } from "../openai/chat-completion-stream.js";
+import { parseChatRequest } from "../openai/chat-request.js";
+import { type CompletionMeta, completionId } from "../openai/wire.js";
+import { rateLimitHeaders } from "../rate-limit-headers.js";
+import { sseHeaders, sseStream } from "../sse.js";
+import { parseJsonBody } from "../validation.js";
+
+export interface ChatCompletionsDeps {
+  completions: CompletionsService;
+  logger: Logger;
+  /** Counts replies whose structured output failed the check after generation. */
+  metrics?: Pick<Metrics, "structuredOutputInvalid">;
+  /**
+   * Largest n, the body's size and the other bounds of a request, what its schemas may cost, how often a silent
+   * stream sends a keep-alive comment, and how long a stream may wait for a client that reads nothing before it is
+   * destroyed.
+   */
+  limits: {
+    maxN: number;
+    maxBodyBytes: number;
+    keepAliveMs: number;
+    sseDrainTimeoutMs: number;
+    requestLimits: RequestLimits;
+    schemaBudget?: SchemaBudget;
+  };
+}
+
+export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsDeps): Promise<Response> {
+  const startedAt = performance.now();
+  const requestId = c.get("requestId");
+  // The connection closing before the response is done, or the stream's reader cancelling, means the client left.
+  const left = new AbortController();
+  const signal = clientLeftSignal(c, left);
+  // The service counts the request (RPM) before the body is read and validated: see CompletionsService.start.
+  const read = async () => {
+    const text = await readBodyText(c, deps.limits.maxBodyBytes);
+    const request = parseChatRequest(parseJsonBody(text), deps.limits);
+    c.set("model", request.model);
+    return request;
+  };
+  const {
+    generation,
+    rateLimit,
+    request: parsed,
+  } = await deps.completions.start(read, {
+    principal: c.get("principal"),
+    requestId,
+    startedAt,
+    signal,
+  });
+
+  const headers = rateLimitHeaders(rateLimit);
+  const meta: CompletionMeta = {
+    id: completionId(),
+    created: Math.floor(Date.now() / 1000),
+    model: parsed.model,
+  };
+  // The reply is still returned as generated (its text may already be streamed): logged and counted.
+  const onInvalid = (invalid: string) => {
+    deps.logger.warn({ requestId, invalid }, "structured output failed validation");
+    deps.metrics?.structuredOutputInvalid(parsed.model);
+  };
+  if (!parsed.stream) {
+    const body = await completionBody(generation, meta, {
+      n: parsed.n,
+      reasoning: parsed.enableThinking,
+      logprobs: parsed.sampling.logprobs !== undefined,
+      legacyFunctions: parsed.legacyFunctions,
+      onInvalid,
+    });
+    return c.json(body, 200, headers);
+  }
+  const toolChoice = parsed.output?.toolChoice;
+  const stream = sseStream(
+    (writer) =>
+      streamCompletion(writer, generation.events, meta, {
+        n: parsed.n,
+        includeUsage: parsed.includeUsage,
+        callsOnly: callsRequired(toolChoice),
+        legacyFunctions: parsed.legacyFunctions,
+        keepAliveMs: deps.limits.keepAliveMs,
+        onInvalid,
+        onError: (err) => {
+          deps.logger.error({ err, requestId }, "error during stream");
+          return mapDomainError(err).toBody();
+        },
+      }),
+    {
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      onClientGone: () => left.abort(),
+      onStalled: () => {
+        deps.logger.warn(
+          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
+          "client stopped reading the stream: connection destroyed, generation stopped",
+        );
+        const outgoing = nodeBindings(c)?.outgoing;
+        outgoing?.destroy();
+        return outgoing !== undefined;
+      },
+    },
+  );
+  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
+  return new Response(stream, {
+    status: 200,
+    headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
+  });
+}
