@@ -1,4 +1,5 @@
 // JSON Schema as OpenAI defines it: parsed into a graph of nodes the grammar enforces and the checker validates.
+import { Refusal } from "../../refusal.js";
 import { mergeAllOf } from "./all-of.js";
 import { BudgetMeter } from "./budget.js";
 import { ANNOTATIONS, constraining, SUPPORTED_KEYWORDS, withoutDefs } from "./keywords.js";
@@ -53,8 +54,9 @@ export interface SchemaGraph {
 }
 
 /** A schema outside the subset. `path` is a JSON pointer inside the schema (`#/properties/a`). */
-export class JsonSchemaError extends Error {
+export class JsonSchemaError extends Refusal {
   override name = "JsonSchemaError";
+  readonly fault = "client";
   constructor(
     message: string,
     readonly path: string,
