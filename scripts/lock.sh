@@ -4,9 +4,12 @@
 #
 #   scripts/lock.sh        (or `npm run lock`)
 #
+# 0. A lock with git conflict markers (a merge of two branches that both added dependencies; resolve package.json
+#    first) is replaced by our side's (git's stage 2): step 1 then adds what package.json gained from the other
+#    side. npm's own conflict resolution re-resolves far more (it moved @electric-sql/pglite and 40 others).
 # 1. `npm install --package-lock-only` from the current lock: npm's own resolution. Locked versions stay; what
-#    package.json added or dropped is applied; a lock with git conflict markers is resolved by npm itself.
-#    No node_modules is read or written, and no registry address is written into the lock (whatever ~/.npmrc says).
+#    package.json added or dropped is applied. No node_modules is read or written, and no registry address is
+#    written into the lock (whatever ~/.npmrc says).
 # 2. An entry for each optional dependency that the registry cannot supply at the exact version its dependant asks
 #    for (node-llama-cpp 3.22.1 asks for @node-llama-cpp/mac-x64@3.22.1, win-*, linux-riscv64, which the registry
 #    these machines reach does not have). npm drops such a dependency from the lock it writes, then `npm ci`
@@ -16,8 +19,9 @@
 #    on the platform it is for, its fetch fails and npm skips it as it skips any failed optional dependency.
 #    Only an exact version the registry does not list gets an entry: anything else stops the script.
 # 3. `npm install --package-lock-only` again, so npm writes the result in its own order and flags.
-# 4. `npm ci --dry-run`: the check that `npm ci` accepts the lock; then the locked versions that changed, and the
-#    lowest Node the runtime dependencies accept (for engines.node).
+# 4. `npm ci --dry-run`: the check that `npm ci` accepts the lock; then the locked versions that changed (against
+#    the lock before the run, and in a merge against the other side's), and the lowest Node the runtime
+#    dependencies accept (for engines.node).
 set -euo pipefail
 
 say() { echo "lock: $*" >&2; }
@@ -29,7 +33,7 @@ fail() {
 case "${1:-}" in
   "") ;;
   -h | --help)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 0
     ;;
   *) fail "unknown argument: $1 (see --help)" ;;
@@ -42,8 +46,21 @@ cd "$(dirname "$0")/.."
 npm_flags=(--no-audit --no-fund --omit-lockfile-registry-resolved)
 
 before="$(mktemp)"
-trap 'rm -f "$before"' EXIT
-if [ -f package-lock.json ]; then cp package-lock.json "$before"; else echo '{}' >"$before"; fi
+theirs="$(mktemp)"
+trap 'rm -f "$before" "$theirs"' EXIT
+echo '{}' >"$theirs"
+if grep -q '^<<<<<<< ' package.json; then fail "package.json has conflict markers: resolve them first"; fi
+if [ -f package-lock.json ] && grep -q '^<<<<<<< ' package-lock.json; then
+  git show :2:package-lock.json >"$before" 2>/dev/null ||
+    fail "package-lock.json has conflict markers and git has no version of our side (stage 2) to start from"
+  git show :3:package-lock.json >"$theirs" 2>/dev/null || true
+  cp "$before" package-lock.json
+  say "0/4 package-lock.json had conflict markers: starting from our side's lock (git stage 2)"
+elif [ -f package-lock.json ]; then
+  cp package-lock.json "$before"
+else
+  echo '{}' >"$before"
+fi
 
 say "1/4 npm install --package-lock-only (locked versions kept)"
 npm install --package-lock-only --ignore-scripts "${npm_flags[@]}" >&2
@@ -93,7 +110,7 @@ const problems = [];
 for (const { from, name, spec, dev } of missing) {
   const by = from === "" ? "package.json" : from.replace(/^.*node_modules\//, "");
   if (!EXACT.test(spec)) {
-    problems.push(`${by} wants ${name}@${spec}, which no registry version satisfies: not an exact version, no entry made`);
+    problems.push(`${by} wants ${name}@${spec}, which the registry cannot satisfy; not an exact version: no entry`);
     continue;
   }
   const view = registryView(name);
@@ -109,7 +126,8 @@ for (const { from, name, spec, dev } of missing) {
   entry.optional = true;
   for (const key of ["os", "engines"]) if (view?.[key] !== undefined) entry[key] = view[key];
   packages[at] = entry;
-  const platform = view?.os === undefined ? "no os/cpu known: every platform will try to fetch it" : `${[view.os].flat()}/${[view.cpu].flat()}`;
+  const platform =
+    view?.os === undefined ? "os unknown: every platform will try it" : `${[view.os].flat()}/${[view.cpu].flat()}`;
   console.error(`lock:   ${at}@${spec} (wanted by ${by}; not in the registry; ${platform})`);
 }
 if (missing.length === 0) console.error("lock:   none missing");
@@ -126,28 +144,31 @@ npm install --package-lock-only --ignore-scripts "${npm_flags[@]}" >&2
 say "4/4 npm ci --dry-run (does npm ci accept the lock?)"
 npm ci --dry-run --ignore-scripts "${npm_flags[@]}" >/dev/null
 
-node --input-type=module - "$before" package-lock.json package.json <<'EOF'
+node --input-type=module - "$before" "$theirs" package-lock.json package.json <<'EOF'
 import { readFileSync } from "node:fs";
 
-const [beforeFile, afterFile, manifestFile] = process.argv.slice(2);
+const [beforeFile, theirsFile, afterFile, manifestFile] = process.argv.slice(2);
 const read = (file) => JSON.parse(readFileSync(file, "utf8"));
 const versions = (lock) =>
   new Map(Object.entries(lock.packages ?? {}).filter(([at]) => at !== "").map(([at, meta]) => [at, meta.version]));
-
-// Locked versions that changed, appeared or went (compared with the lock as it was before this run).
-let before = new Map();
-try {
-  before = versions(read(beforeFile));
-} catch {
-  console.error("lock: the lock before this run was not JSON (a merge conflict?): no version diff");
-}
 const after = versions(read(afterFile));
-const changes = [];
-for (const at of new Set([...before.keys(), ...after.keys()])) {
-  if (before.get(at) !== after.get(at)) changes.push(`  ${at}: ${before.get(at) ?? "-"} -> ${after.get(at) ?? "-"}`);
+
+/** What this run changed against a lock: entries added and removed, and (the ones to read) versions changed. */
+function report(label, base, { listMoves }) {
+  const added = [...after.keys()].filter((at) => !base.has(at));
+  const removed = [...base.keys()].filter((at) => !after.has(at));
+  const changed = [...base.keys()].filter((at) => after.has(at) && after.get(at) !== base.get(at));
+  const counts = `versions changed ${changed.length}, entries added ${added.length}, removed ${removed.length}`;
+  console.error(`lock: against ${label}: ${counts}`);
+  for (const at of changed.sort()) console.error(`  changed ${at}: ${base.get(at)} -> ${after.get(at)}`);
+  if (!listMoves) return;
+  for (const at of removed.sort()) console.error(`  removed ${at}@${base.get(at)}`);
+  if (added.length <= 30) for (const at of added.sort()) console.error(`  added ${at}@${after.get(at)}`);
 }
-console.error(`lock: ${changes.length} lock entries changed, added or removed${changes.length > 0 ? ":" : ""}`);
-for (const line of changes.sort()) console.error(line);
+report("the lock before this run", versions(read(beforeFile)), { listMoves: true });
+const theirs = versions(read(theirsFile));
+// The other side's nested copies may be hoisted or deduplicated: only its changed versions are worth reading.
+if (theirs.size > 0) report("the other side of the merge", theirs, { listMoves: false });
 
 // The lowest Node version every runtime (non-dev) dependency accepts: the highest of their lower bounds.
 const lowerBound = (range) =>
