@@ -2,11 +2,21 @@
 // No browser is downloaded: CI installs the distribution package when `chromium` is missing (.ci/run).
 import { execFileSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 
-/** Where the dashboard screenshots go (overwritten each run). */
-export const SCREENSHOT_DIR = join(import.meta.dirname, "..", "..", "docs", "screenshots");
+/** The tracked screenshots of docs/dashboard.md. */
+export const DOCS_SCREENSHOT_DIR = join(import.meta.dirname, "..", "..", "docs", "screenshots");
+
+/**
+ * Where the tests' screenshots go: docs/screenshots/ only when HEARTH_UPDATE_SCREENSHOTS=1 asks to refresh the
+ * tracked ones; else a folder of the temp dir (overwritten each run), so that `npm test` rewrites no tracked file.
+ */
+export function screenshotDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.HEARTH_UPDATE_SCREENSHOTS === "1" ? DOCS_SCREENSHOT_DIR : join(tmpdir(), "hearth-screenshots");
+}
+
 export const VIEWPORT = { width: 1280, height: 800 };
 
 /** The Chromium binary: HEARTH_TEST_CHROMIUM, else `chromium` on PATH. */
@@ -41,8 +51,9 @@ export function newContext(
   return browser.newContext({ viewport: VIEWPORT, ...options });
 }
 
-/** Saves docs/screenshots/<name>.png of the viewport (small files; the pages fit in 1280×800). */
+/** Saves <screenshotDir()>/<name>.png of the viewport (small files; the pages fit in 1280×800). */
 export async function screenshot(page: Page, name: string): Promise<void> {
-  mkdirSync(SCREENSHOT_DIR, { recursive: true });
-  await page.screenshot({ path: join(SCREENSHOT_DIR, `${name}.png`) });
+  const dir = screenshotDir();
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`) });
 }
