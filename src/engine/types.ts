@@ -273,7 +273,7 @@ export interface EndpointHealth {
   lastError?: string;
 }
 
-/** Where an embedded model is in its lifecycle (src/engine/llama/model-slot.ts). */
+/** Where an embedded model is in its lifecycle (its ModelSlot in src/engine/llama/llama-engine.ts). */
 export const MODEL_STATES = Object.freeze([
   "unloaded",
   "downloading",
