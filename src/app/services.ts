@@ -120,7 +120,8 @@ export async function buildServices(
       keySecret: loadOrCreateKeySecret(config),
       // Upstream models too: they are granted like embedded ones; and models added at run time.
       modelIds: () => engine.listModels().map((m) => m.id),
-      onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
+      onBackgroundError: (err) =>
+        logger.warn(faultCause(err), "writing API key last-used times failed; will retry"),
       storeStatus,
       staleIfErrorMs: storeConfig.staleKeysMs,
       cacheTtlMs: cacheTtlMsFor(store.driver),
@@ -199,7 +200,7 @@ function createServices(parts: ServiceParts): Services {
     onError: (err) =>
       err instanceof UsageRecordsDroppedError
         ? logger.error({ err, dropped: err.count }, "usage records dropped")
-        : logger.warn({ err }, "writing usage records failed; will retry"),
+        : logger.warn(faultCause(err), "writing usage records failed; will retry"),
   });
   const metrics = new Metrics(engine);
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger);

@@ -429,7 +429,9 @@ describe("UpstreamEngine", () => {
     const prepared = await engine.prepare(request("org-a"));
     const generation = await engine.enqueue(prepared);
     const { events, error } = await collect(generation.events);
-    expect(error).toBeDefined();
+    // The broken connection as the upstream failure it is (the client's frame: 503, retry), not a raw socket error.
+    expect(error).toBeInstanceOf(UpstreamError);
+    expect(mapDomainError(error)).toMatchObject({ status: 503, code: "engine_overloaded" });
     expect(events.map((e) => e.type)).toEqual(["delta", "usage"]);
     expect(events.at(-1)).toEqual({
       type: "usage",
