@@ -1,6 +1,7 @@
 // Requests and tokens per minute per organization: admission with a token pre-charge, settlement, 429s as OpenAI words them.
 import { RateLimitError, type RateLimitKind } from "../http/errors/api-error.js";
 import { formatDuration, rateLimitHeaders } from "../http/rate-limit-headers.js";
+import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 import type {
   Admission,
@@ -126,7 +127,10 @@ export class OrgRateLimiter implements RateLimiter {
       if (difference > 0) await this.windows.add(tokens.key, difference);
       else await this.giveBack(tokens, -difference);
     } catch (err) {
-      this.logger.warn({ err, key: tokens.key }, "rate limiter: settling a request's tokens failed");
+      this.logger.warn(
+        { ...faultCause(err), key: tokens.key },
+        "rate limiter: settling a request's tokens failed",
+      );
     }
   }
 
