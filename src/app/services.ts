@@ -14,6 +14,7 @@ import type { Engine } from "../engine/types.js";
 import { type ClientAddress, createClientAddress } from "../http/client-address.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
 import type { RateLimiter } from "../limits/types.js";
+import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import { openStore, type Store, type StoreDb } from "../store/open-store.js";
@@ -106,7 +107,11 @@ export async function buildServices(
     onChange: (up, err) =>
       up
         ? logger.info("the store answers again")
-        : logger.error({ err }, "the store is unavailable: serving recently verified keys only"),
+        : // An outside fault Hearth handles as designed (recently verified keys go on working): one warn line.
+          logger.warn(
+            err === undefined ? {} : faultCause(err),
+            "the store is unavailable: serving recently verified keys only",
+          ),
   });
   let tenancy: Tenancy;
   let services: Services;
@@ -115,7 +120,8 @@ export async function buildServices(
       keySecret: loadOrCreateKeySecret(config),
       // Upstream models too: they are granted like embedded ones; and models added at run time.
       modelIds: () => engine.listModels().map((m) => m.id),
-      onBackgroundError: (err) => logger.warn({ err }, "writing API key last-used times failed; will retry"),
+      onBackgroundError: (err) =>
+        logger.warn(faultCause(err), "writing API key last-used times failed; will retry"),
       storeStatus,
       staleIfErrorMs: storeConfig.staleKeysMs,
       cacheTtlMs: cacheTtlMsFor(store.driver),
@@ -194,7 +200,7 @@ function createServices(parts: ServiceParts): Services {
     onError: (err) =>
       err instanceof UsageRecordsDroppedError
         ? logger.error({ err, dropped: err.count }, "usage records dropped")
-        : logger.warn({ err }, "writing usage records failed; will retry"),
+        : logger.warn(faultCause(err), "writing usage records failed; will retry"),
   });
   const metrics = new Metrics(engine);
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger);

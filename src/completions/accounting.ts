@@ -4,6 +4,7 @@ import { performance } from "node:perf_hooks";
 import type { Principal } from "../auth/principal.js";
 import type { Generation, UsageCounts } from "../engine/types.js";
 import type { Admission } from "../limits/types.js";
+import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { UsageMeter, UsageStatus } from "../usage/types.js";
@@ -96,7 +97,10 @@ export class Accounting {
     try {
       await request.admission?.settle(usage.promptTokens + usage.completionTokens);
     } catch (err) {
-      logger.warn({ err, requestId: request.requestId }, "settling the rate-limit charge failed");
+      logger.warn(
+        { ...faultCause(err), requestId: request.requestId },
+        "settling the rate-limit charge failed",
+      );
     }
   }
 }

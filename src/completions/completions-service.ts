@@ -89,6 +89,8 @@ export class CompletionsService {
 
     const prepared = await engine.prepare({
       ...toGenerationRequest(request, model, principal.orgId, signal),
+      // For the engine's log lines only (an upstream fault's warn line names the request).
+      requestId: caller.requestId,
       // Only a TPM pre-charge needs the exact count first (an upstream engine asks its endpoint for it).
       exactPromptCount: limitsTokens(principal),
     });

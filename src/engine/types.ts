@@ -150,6 +150,8 @@ export interface GenerationRequest {
   output?: OutputRequest;
   /** OpenAI's `user` (the caller's end-user id): upstream engines receive it; it never changes what is generated. */
   user?: string;
+  /** The HTTP request's id, for log lines only: an engine's warn line about this request names it. */
+  requestId?: string;
   /**
    * Whether `prepare` must count the prompt exactly (a TPM pre-charge, whose organization has a tokens limit). False:
    * an engine that would have to ask another server for the count (an upstream's tokenize route, a round trip)
@@ -273,7 +275,7 @@ export interface EndpointHealth {
   lastError?: string;
 }
 
-/** Where an embedded model is in its lifecycle (src/engine/llama/model-slot.ts). */
+/** Where an embedded model is in its lifecycle (its ModelSlot in src/engine/llama/llama-engine.ts). */
 export const MODEL_STATES = Object.freeze([
   "unloaded",
   "downloading",

@@ -4,6 +4,7 @@ import type { Services } from "../app/services.js";
 import { adminTokenMatches } from "../auth/admin-token.js";
 import { schemaBudget } from "../chat/schema/budget.js";
 import type { ModelHealth } from "../engine/types.js";
+import { faultCause } from "../observability/fault-cause.js";
 import { createAdminApp } from "./admin/app.js";
 import { createDashboardApp, type DashboardOptions } from "./dashboard/app.js";
 import { createOperatorThrottle, OPERATOR_THROTTLE_RULES } from "./dashboard/operator/operator-session.js";
@@ -102,7 +103,10 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
       for (const [name, value] of Object.entries(rateLimitHeaders(snapshot))) c.header(name, value);
     } catch (err) {
       // Headers are advisory: a limiter that cannot answer must not turn a served response into an error.
-      logger.warn({ err, requestId: c.get("requestId") }, "reading the rate-limit state failed");
+      logger.warn(
+        { ...faultCause(err), requestId: c.get("requestId") },
+        "reading the rate-limit state failed",
+      );
     }
   });
   const chat = {

@@ -32,7 +32,7 @@ export function declaredBodyLimit(maxBytes: number): MiddlewareHandler<AppEnv> {
 
 /**
  * The whole body as UTF-8 text, or a 413 once more than `maxBytes` arrived (the rest is never buffered). The
- * request is left paused, not destroyed: its connection closes after the 413, lingering (app/http-server.ts).
+ * request is left paused, not destroyed: its connection closes after the 413, lingering (server.ts).
  */
 export async function readBodyText(c: Context<AppEnv>, maxBytes: number): Promise<string> {
   const incoming = nodeBindings(c)?.incoming;

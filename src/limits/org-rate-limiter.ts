@@ -1,5 +1,6 @@
 // Requests and tokens per minute per organization: admission with a token pre-charge, settlement, and refusals that
 // carry what their 429 needs.
+import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 import { RateLimitRefusal } from "./rate-limit-refusal.js";
 import type {
@@ -127,7 +128,10 @@ export class OrgRateLimiter implements RateLimiter {
       if (difference > 0) await this.windows.add(tokens.key, difference);
       else await this.giveBack(tokens, -difference);
     } catch (err) {
-      this.logger.warn({ err, key: tokens.key }, "rate limiter: settling a request's tokens failed");
+      this.logger.warn(
+        { ...faultCause(err), key: tokens.key },
+        "rate limiter: settling a request's tokens failed",
+      );
     }
   }
 

@@ -2,6 +2,7 @@
 // Redis cannot be reached. The store only counts; the limiter compares counts with the org's current limits.
 import type { Redis } from "ioredis";
 import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterRedis } from "rate-limiter-flexible";
+import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 
 export const WINDOW_SECONDS = 60;
@@ -91,7 +92,7 @@ export class WindowStore {
       if (!this.primaryDown) {
         this.primaryDown = true;
         this.logger.warn(
-          { err },
+          faultCause(err),
           "rate limiter: Redis is unreachable; each replica enforces the limits alone, in memory, until it is back",
         );
       }

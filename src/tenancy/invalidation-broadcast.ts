@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import type { Redis } from "ioredis";
 import { z } from "zod";
+import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 
 /** Logged when the subscriber is back after a lost connection (and the caches were dropped). */
@@ -57,7 +58,7 @@ export class InvalidationBroadcast {
       this.connectedBefore = true;
       this.subscriber.subscribe(this.channel).catch((err: unknown) => {
         this.logger.warn(
-          { err },
+          faultCause(err),
           "subscribing to cache invalidations failed; changes elsewhere apply within the TTL",
         );
       });
@@ -78,7 +79,7 @@ export class InvalidationBroadcast {
     const message: Message = { origin: this.origin, event };
     this.redis.publish(this.channel, JSON.stringify(message)).catch((err: unknown) => {
       this.logger.warn(
-        { err, event },
+        { ...faultCause(err), event },
         "broadcasting a cache invalidation failed; other replicas apply it within the TTL",
       );
     });

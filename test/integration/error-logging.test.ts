@@ -4,14 +4,16 @@
 import { Writable } from "node:stream";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { QueueFullError, QueueTimeoutError } from "../../src/engine/errors.js";
+import { UpstreamError } from "../../src/engine/upstream/upstream-error.js";
 import { createLogger } from "../../src/observability/logger.js";
-import { FAKE_MODEL, type FakeEngine } from "../support/fake-engine.js";
+import { FAKE_MODEL, type FakeEngine, fail, say } from "../support/fake-engine.js";
 import { startTestApp, type TestApp } from "../support/test-app.js";
 
 interface LogLine {
   level: number;
   msg: string;
   requestId?: string;
+  err?: unknown;
 }
 
 describe("error-level logging of failed requests", () => {
@@ -61,5 +63,32 @@ describe("error-level logging of failed requests", () => {
     expect(response.status).toBe(500);
     const requestId = response.headers.get("x-request-id");
     expect(errorLines()).toEqual([expect.objectContaining({ msg: "unhandled error", requestId })]);
+  });
+
+  it("logs no error for an expected failure after the 200 (an upstream that broke off): one info line", async () => {
+    const broke = new UpstreamError("The upstream engine failed during the request.", 502, false, false);
+    t.engine.replyOnce({ steps: [...say("partial").slice(0, 1), fail(broke)] });
+    const response = await t.chat({ ...body, stream: true });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('"code":"engine_overloaded"');
+    const requestId = response.headers.get("x-request-id");
+    expect(errorLines()).toEqual([]);
+    const framed = lines.filter((l) => l.msg === "stream ended with an error frame");
+    expect(framed).toEqual([expect.objectContaining({ level: 30, requestId, code: "engine_overloaded" })]);
+    expect(framed[0]).not.toHaveProperty("err");
+  });
+
+  it("logs an error with its stack for a failure nothing maps after the 200 (a bug)", async () => {
+    t.engine.replyOnce({ steps: [...say("partial").slice(0, 1), fail(new Error("a bug in the decoder"))] });
+    const response = await t.chat({ ...body, stream: true });
+    expect(await response.text()).toContain('"code":"server_error"');
+    const requestId = response.headers.get("x-request-id");
+    expect(errorLines()).toEqual([
+      expect.objectContaining({
+        msg: "error during stream",
+        requestId,
+        err: expect.objectContaining({ stack: expect.stringContaining("a bug in the decoder") }),
+      }),
+    ]);
   });
 });

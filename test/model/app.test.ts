@@ -1,5 +1,5 @@
 // The composed app in memory (app.request, no port): readiness, routing errors and headers, real store and engine.
-// The same HTTP paths on the fake engine, without the model: app-fake-engine.test.ts.
+// The same HTTP paths on the fake engine, without the model: test/unit/chat-completions-fake-engine.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultModels } from "../../src/config/schema.js";
 import type { LlamaEngine } from "../../src/engine/llama/llama-engine.js";

@@ -3,7 +3,7 @@
 //
 // The placeholder render is exact when the template treats every client string as opaque: it outputs it,
 // concatenates it, trims it, tests its truthiness or type, and nothing else. Placeholders keep all of these (they
-// keep edge whitespace outside and leave empty strings empty, see template.ts), so substituting the strings back
+// keep edge whitespace outside and leave empty strings empty, see render.ts), so substituting the strings back
 // gives byte for byte the real render. Anything that looks inside a client string (comparison, `in`, length,
 // slicing, split, replace, tojson, upper…) or hands it to a call, a literal or a filter makes the answer "not
 // proven", and the caller keeps the checked path. The check is conservative: false is always safe.

@@ -42,7 +42,7 @@ describe("the built-in Gemma template", () => {
     );
     // Client text is passed verbatim (no trim), so the split into template and client text is exact.
     expect(rendered.strategy).toBe("placeholders");
-    // Whitespace at the edges of client text belongs to the plain side (template.ts).
+    // Whitespace at the edges of client text belongs to the plain side (render.ts).
     expect(rendered.segments[0]).toEqual({ text: "<bos><start_of_turn>user", special: true });
     const plain = rendered.segments.filter((segment) => !segment.special).map((segment) => segment.text);
     expect(plain.join("|")).toContain("Be brief.");

@@ -177,7 +177,7 @@ export function createPromptRenderer(options: PromptRendererOptions): PromptRend
 
   /**
    * One render, with placeholders, for a conversation without tools or tool calls on a template proven to treat
-   * client strings as opaque (template-exactness.ts): the real text is the placeholders substituted back, so the
+   * client strings as opaque (exactness.ts): the real text is the placeholders substituted back, so the
    * checking render of renderWithPlaceholders is not needed. Errors are the conversation's (the template takes the
    * same path as with the real strings). Undefined when the render cannot be split (the checked path decides).
    */

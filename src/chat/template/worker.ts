@@ -1,4 +1,4 @@
-// The template thread's side (see template-thread.ts): renders the conversations it is sent with the renderer
+// The template thread's side (see thread.ts): renders the conversations it is sent with the renderer
 // of their template, and answers with the rendered prompt or the error, by request id.
 import { parentPort } from "node:worker_threads";
 import type { ChatMessage } from "../../engine/types.js";

@@ -1,5 +1,6 @@
 // Parsers for admin command options: a bad value is refused by commander before any request is sent.
 import { InvalidArgumentError } from "commander";
+import { parseDurationMs } from "../../config/durations.js";
 import { USAGE_GROUP_BY, type UsageGroupBy } from "../../usage/queries.js";
 
 export function positiveInteger(value: string): number {
@@ -35,15 +36,16 @@ export function commaList(value: string): string[] {
     .filter((s) => s !== "");
 }
 
-const DURATION_UNITS: Readonly<Record<string, number>> = Object.freeze({ s: 1, m: 60, h: 3600, d: 86_400 });
-
-/** "30d", "12h", "90m", "3600s" or a plain number of seconds → seconds. */
+/**
+ * `--expires-in`: a positive duration in the one grammar of `parseDurationMs` ("3600s", "90m", "12h", "30d",
+ * "1h30m", or a plain number of seconds) → whole seconds, the unit of the admin API's `expires_in`.
+ */
 export function parseDuration(value: string): number {
-  const match = /^(\d+)([smhd]?)$/.exec(value.trim());
-  const unit = DURATION_UNITS[match?.[2] || "s"];
-  const seconds = match === null || unit === undefined ? Number.NaN : Number(match[1]) * unit;
-  if (!Number.isSafeInteger(seconds) || seconds <= 0) {
-    throw new InvalidArgumentError("expected a positive duration such as 3600s, 90m, 12h or 30d");
+  const ms = parseDurationMs(value);
+  if (ms === undefined || ms <= 0 || ms % 1000 !== 0) {
+    throw new InvalidArgumentError(
+      "expected a positive duration in whole seconds such as 3600s, 90m, 12h or 30d",
+    );
   }
-  return seconds;
+  return ms / 1000;
 }

@@ -226,6 +226,9 @@ describe("hearth keys create --expires-in", () => {
     ["12h", 43_200],
     ["30d", 2_592_000],
     ["60", 60],
+    // The wider grammar shared with keepAlive (docs/decisions.md, "One duration grammar").
+    ["1.5h", 5400],
+    ["1d12h", 129_600],
   ])("accepts %s", async (text, seconds) => {
     const result = await hearth(["keys", "create", "--org", "acme", "--expires-in", text, "--json"]);
     expect(result.exitCode).toBe(0);
@@ -234,7 +237,7 @@ describe("hearth keys create --expires-in", () => {
     expect(Math.abs(delta - seconds * 1000)).toBeLessThan(2000);
   });
 
-  it.each(["0d", "-1h", "30x", "1.5h", "d", ""])("refuses %j", async (text) => {
+  it.each(["0d", "-1h", "30x", "1500ms", "1.5", "d", ""])("refuses %j", async (text) => {
     const before = (await tenancy.keys.list("acme")).length;
     const result = await hearth(["keys", "create", "--org", "acme", "--expires-in", text]);
     expect(result.exitCode).toBe(1);
@@ -247,6 +250,9 @@ describe("hearth keys create --expires-in", () => {
     expect(parseDuration("30d")).toBe(2_592_000);
     expect(parseDuration(" 2h ")).toBe(7200);
     expect(() => parseDuration("1w")).toThrow();
+    expect(parseDuration("1h30m")).toBe(5400);
+    expect(parseDuration("2000ms")).toBe(2);
+    expect(() => parseDuration("500ms")).toThrow("whole seconds");
   });
 });
 

@@ -30,7 +30,7 @@ function createKeyCommand(keys: Command, run: AdminRunner): void {
     .option("--name <label>", "a label to recognise the key by")
     .option(
       "--expires-in <duration>",
-      "the key stops working after this long: 3600s, 90m, 12h, 30d (plain numbers are seconds)",
+      "the key stops working after this long: 3600s, 90m, 12h, 30d, 1h30m (plain numbers are seconds)",
       parseDuration,
     )
     .option("--json", "print one JSON object instead")

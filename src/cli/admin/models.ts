@@ -1,5 +1,5 @@
 // `hearth models add|load|unload|remove`: the running server's models at run time via the admin API (`list` and
-// `pull`, which also work without a server, are in cli/models.ts). Loads are waited for with their progress.
+// `pull`, which also work without a server, are in cli/local-models.ts). Loads are waited for with their progress.
 import { type Command, InvalidArgumentError } from "commander";
 import { parseKeepAlive } from "../../config/durations.js";
 import type { ListWire, ModelWire } from "../../http/admin/wire.js";

@@ -4,6 +4,7 @@ import type { AsyncPromptRenderer } from "../../chat/template/thread.js";
 import type { TemplateCapabilities } from "../../chat/template/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
 import { QueueFullError, RequestAbortedError } from "../errors.js";
+import { IdleSignal } from "../idle-signal.js";
 import type { Generation, GenerationRequest, ModelLoad } from "../types.js";
 import { Admission } from "./admission.js";
 import type { RunnerStats } from "./batching.js";
@@ -40,6 +41,8 @@ export class ModelRunner {
   private readonly loop: StepLoop;
   private readonly preparer: RequestPreparer;
   private stopping = false;
+  /** Nothing queued and nothing running: what `drain` waits for, checked whenever a job ends. */
+  private readonly idle: IdleSignal;
 
   constructor(options: ModelRunnerOptions) {
     const { config, model, context } = options;
@@ -70,6 +73,7 @@ export class ModelRunner {
       refused: (job, error) => {
         job.state = "done";
         job.settle.reject(error);
+        this.idle.check();
       },
     });
     this.loop = new StepLoop({
@@ -85,7 +89,9 @@ export class ModelRunner {
       admit: () => this.admission.admit(),
       queued: () => this.admission.depth,
       stopping: () => this.stopping,
+      ended: () => this.idle.check(),
     });
+    this.idle = new IdleSignal(() => this.admission.depth === 0 && this.loop.running.length === 0);
   }
 
   get contextSize(): number {
@@ -133,12 +139,13 @@ export class ModelRunner {
     });
   }
 
-  /** Stops admitting; resolves when every admitted request has finished. */
+  /**
+   * Stops admitting new requests; resolves when the last queued or running one has ended (its stream closed and
+   * its sequences freed). The caller bounds the wait (server.shutdownTimeoutMs, then `dispose`).
+   */
   async drain(): Promise<void> {
     this.stopping = true;
-    while (this.admission.depth > 0 || this.loop.running.length > 0) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await this.idle.wait();
   }
 
   async dispose(): Promise<void> {

@@ -38,7 +38,7 @@ export interface RequestPreparerOptions {
   promptCharsPerToken: number;
   /** Sequences of the context: the most choices a request may ask for. */
   sequences: number;
-  /** Large conversations render on the template thread (template-thread.ts), small ones at once. */
+  /** Large conversations render on the template thread (src/chat/template/thread.ts), small ones at once. */
   renderer: AsyncPromptRenderer;
   /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
   capabilities: TemplateCapabilities;

@@ -31,6 +31,8 @@ export interface StepLoopOptions {
   queued: () => number;
   /** Shutting down: the loop ends once nothing runs, even with requests queued. */
   stopping: () => boolean;
+  /** A job has left the loop: its sequences freed, its stream closed. */
+  ended: (job: Job) => void;
 }
 
 /** One evaluation of a step, on one sequence. */
@@ -267,6 +269,7 @@ export class StepLoop {
     await Promise.allSettled(job.choices.map((c) => c.generator.return()));
     if (job.lease !== undefined) this.options.pool.free(job.lease);
     finishJob(job);
+    this.options.ended(job);
   }
 }
 

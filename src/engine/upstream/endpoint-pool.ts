@@ -220,10 +220,13 @@ export class EndpointPool {
     endpoint.backoffMs = 0;
   }
 
-  /** Takes an endpoint out of routing at once (a passive signal or a failed probe). */
-  eject(endpoint: Endpoint, reason: string): void {
+  /**
+   * Takes an endpoint out of routing at once (a passive signal or a failed probe). False when it was out already.
+   * `logged: false`: the caller's own warn line about the failure says it was ejected (one line per fault).
+   */
+  eject(endpoint: Endpoint, reason: string, { logged = true } = {}): boolean {
     endpoint.lastError = reason;
-    if (!endpoint.healthy) return;
+    if (!endpoint.healthy) return false;
     endpoint.healthy = false;
     endpoint.toolCalls = undefined;
     endpoint.ejections++;
@@ -232,10 +235,12 @@ export class EndpointPool {
     endpoint.ejectedUntil = Date.now() + endpoint.backoffMs;
     for (const attempt of endpoint.waitingForFirstToken) attempt.abort(new EndpointEjectedError(reason));
     endpoint.waitingForFirstToken.clear();
-    this.options.logger?.warn(
-      { model: this.model, endpoint: endpoint.url, reason, backoffMs: endpoint.backoffMs },
-      "upstream endpoint ejected",
-    );
+    if (logged) {
+      this.options.logger?.warn(
+        { model: this.model, endpoint: endpoint.url, reason, backoffMs: endpoint.backoffMs },
+        "upstream endpoint ejected",
+      );
+    }
     // Probe as soon as the backoff has passed, so a restarted endpoint is back without waiting for the interval.
     if (!this.stopped) {
       const timer = setTimeout(() => {
@@ -246,6 +251,7 @@ export class EndpointPool {
       this.timers.add(timer);
     }
     this.options.onHealthChange?.();
+    return true;
   }
 
   async probeAll(): Promise<void> {

@@ -2,6 +2,7 @@
 // then the relay of its stream into the generation's channel.
 
 import { TextDecoder } from "node:util";
+import { faultCause } from "../../observability/fault-cause.js";
 import type { Logger } from "../../observability/logger.js";
 import { Refusal } from "../../refusal.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
@@ -112,9 +113,17 @@ export async function callUpstream(
       if (ctx.engineSignal.aborted) throw new QueueFullError(request.model);
       if (err instanceof UpstreamError && err.clientError) throw err;
       lastFailure = describeFailure(err);
-      if (isEndpointFault(err)) ctx.pool.eject(endpoint, lastFailure);
+      // One warn line for the fault, saying whether it also took the endpoint out (no second line from the pool).
+      const ejected = isEndpointFault(err) && ctx.pool.eject(endpoint, lastFailure, { logged: false });
       ctx.logger?.warn(
-        { model: request.model, endpoint: endpoint.url, attempt, reason: lastFailure },
+        {
+          model: request.model,
+          endpoint: endpoint.url,
+          attempt,
+          ...faultCause(err, lastFailure),
+          ejected,
+          ...requestIdOf(request),
+        },
         "upstream attempt failed before the first token",
       );
       continue;
@@ -128,7 +137,8 @@ export async function callUpstream(
     });
     const events = new Channel<GenerationEvent>();
     relay(ctx, prepared, endpoint, started, events, signal).catch((err: unknown) => {
-      ctx.logger?.error({ err, model: request.model }, "upstream relay failed");
+      // relay handles every upstream fault itself: what escapes it is a bug of ours.
+      ctx.logger?.error({ err, model: request.model, ...requestIdOf(request) }, "upstream relay failed");
       events.fail(err);
     });
     return { promptTokens: prepared.promptTokens, events };
@@ -253,13 +263,55 @@ async function relay(
   } catch (err) {
     if (prepared.request.signal?.aborted) return end();
     if (ctx.engineSignal.aborted) return end(new EngineDisposedError());
+    // Anything else without a code or an upstream error class is a bug of ours: no warn line, no ejection; the
+    // stream fails with it and the HTTP edge logs it at error level with its stack.
+    if (!isUpstreamFault(err)) return end(err);
     const reason = describeFailure(err);
-    if (isEndpointFault(err)) ctx.pool.eject(endpoint, reason);
+    const ejected = isEndpointFault(err) && ctx.pool.eject(endpoint, reason, { logged: false });
+    // The one line of a handled fault: endpoint, cause, request id; no error object (its stack says nothing here).
     ctx.logger?.warn(
-      { model: prepared.request.model, endpoint: endpoint.url, reason },
+      {
+        model: prepared.request.model,
+        endpoint: endpoint.url,
+        ...faultCause(err, reason),
+        ejected,
+        ...requestIdOf(prepared.request),
+      },
       "upstream stream failed after the first token",
     );
-    return end(err);
+    return end(asUpstreamError(err, reason));
   }
   end();
+}
+
+/** An upstream's own failure (an error answer or frame, a broken protocol, a time-out, a connection error). */
+function isUpstreamFault(err: unknown): boolean {
+  return (
+    err instanceof UpstreamError ||
+    err instanceof UpstreamProtocolError ||
+    err instanceof FirstTokenTimeoutError ||
+    err instanceof EndpointEjectedError ||
+    faultCause(err).code !== undefined ||
+    (typeof err === "object" && err !== null && (err as { name?: unknown }).name === "TimeoutError")
+  );
+}
+
+/**
+ * A connection error as the upstream failure it is (502: the endpoint broke off), so the client's error frame says
+ * the upstream failed (503 engine_overloaded, retry) instead of a 500 for a bug; upstream errors stay as they are.
+ */
+function asUpstreamError(err: unknown, reason: string): unknown {
+  if (
+    err instanceof UpstreamError ||
+    err instanceof UpstreamProtocolError ||
+    err instanceof FirstTokenTimeoutError ||
+    err instanceof EndpointEjectedError
+  ) {
+    return err;
+  }
+  return new UpstreamError("The upstream engine failed during the request.", 502, false, false, reason);
+}
+
+function requestIdOf(request: { requestId?: string }): { requestId?: string } {
+  return request.requestId === undefined ? {} : { requestId: request.requestId };
 }

@@ -429,7 +429,9 @@ describe("UpstreamEngine", () => {
     const prepared = await engine.prepare(request("org-a"));
     const generation = await engine.enqueue(prepared);
     const { events, error } = await collect(generation.events);
-    expect(error).toBeDefined();
+    // The broken connection as the upstream failure it is (the client's frame: 503, retry), not a raw socket error.
+    expect(error).toBeInstanceOf(UpstreamError);
+    expect(mapDomainError(error)).toMatchObject({ status: 503, code: "engine_overloaded" });
     expect(events.map((e) => e.type)).toEqual(["delta", "usage"]);
     expect(events.at(-1)).toEqual({
       type: "usage",
@@ -687,6 +689,46 @@ describe("UpstreamEngine", () => {
     const { events } = await collect(running.events);
     expect(events.at(-1)?.type).toBe("usage");
     await draining;
+    expect(drained).toBe(true);
+  });
+
+  it("drain resolves when the last request ends, not before, and not on a timer", async () => {
+    const slow = await startUpstream("slow");
+    const engine = await engineFor([slow.url]);
+    const first = new AbortController();
+    const second = new AbortController();
+    const one = await engine.enqueue(await engine.prepare(request("org-a", first.signal)));
+    const two = await engine.enqueue(await engine.prepare(request("org-b", second.signal)));
+    let drained = false;
+    const draining = engine.drain().then(() => {
+      drained = true;
+    });
+    first.abort();
+    await collect(one.events);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(drained).toBe(false);
+    const ended = new Promise<void>((resolve) =>
+      two.events.observe({ value: () => undefined, end: resolve }),
+    );
+    second.abort();
+    await ended;
+    // Woken by the stream's end itself: a few promise callbacks later, without a timer or I/O turn between (a
+    // poll on a timer could not have noticed yet).
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    expect(drained).toBe(true);
+    await draining;
+    await collect(two.events);
+  });
+
+  it("drain resolves at once with nothing in flight, and after a refused request", async () => {
+    const busy = await startUpstream("503");
+    const engine = await engineFor([busy.url], { maxAttempts: 1 });
+    await expect(run(engine, request("org-a"))).rejects.toBeDefined();
+    let drained = false;
+    void engine.drain().then(() => {
+      drained = true;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
     expect(drained).toBe(true);
   });
 });

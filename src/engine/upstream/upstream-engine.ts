@@ -9,6 +9,7 @@ import {
   TooManyChoicesError,
   UnknownModelError,
 } from "../errors.js";
+import { IdleSignal } from "../idle-signal.js";
 import type {
   EndpointHealth,
   Engine,
@@ -107,6 +108,7 @@ export class UpstreamEngine implements Engine {
   /** Requests taken by `enqueue` and not yet ended (queued, in attempts or streaming): what `drain` waits for. */
   private active = 0;
   private draining = false;
+  private readonly idle = new IdleSignal(() => this.active === 0);
 
   constructor(private readonly options: UpstreamEngineOptions) {
     for (const config of options.models) {
@@ -222,11 +224,17 @@ export class UpstreamEngine implements Engine {
     try {
       generation = await this.call(model, prepared);
     } catch (err) {
-      this.active--;
+      this.ended();
       throw err;
     }
-    generation.events.observe({ value: () => undefined, end: () => this.active-- });
+    generation.events.observe({ value: () => undefined, end: () => this.ended() });
     return generation;
+  }
+
+  /** A request `enqueue` took has ended (refused, failed or its stream over): `drain` may be done. */
+  private ended(): void {
+    this.active--;
+    this.idle.check();
   }
 
   private call(model: UpstreamModel, prepared: UpstreamPreparedRequest): Promise<Generation> {
@@ -259,7 +267,7 @@ export class UpstreamEngine implements Engine {
   /** Stops admitting (new requests get QueueFullError); resolves once every request it took has ended. */
   async drain(): Promise<void> {
     this.draining = true;
-    while (this.active > 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await this.idle.wait();
   }
 
   /** Stops the probes, refuses waiting requests and aborts those in flight (their streams fail). */

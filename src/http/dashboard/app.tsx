@@ -1,9 +1,9 @@
-// The dashboard web app (server-rendered Hono JSX): sign-in, API keys, members; mounted by create-app.ts with
-// app.route("/dashboard", createDashboardApp({ tenancy, logger })).
+// The dashboard web app (server-rendered Hono JSX): sign-in, invitations, keys, usage, models, limits, members,
+// account, and the operator view (operator/); mounted by src/http/app.ts at /dashboard (createDashboardApp).
 //
-// Adding a page: write pages/<name>.tsx exporting register<Name>(app, deps) (see pages/keys.tsx), and register it
-// below in place of its registerComingPage line. Routes registered after requireSession get `c.var.auth` and
-// CSRF-checked POSTs for free; layout.tsx has the frame, forms, notices and dialogs.
+// Adding a page: write pages/<name>.tsx exporting register<Name>(app, deps) (see pages/keys.tsx) and register it
+// below: after requireSession for a member's page (it gets `c.var.auth` and CSRF-checked POSTs for free), before
+// it for a public one. layout.tsx has the frame, forms, notices and dialogs.
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";

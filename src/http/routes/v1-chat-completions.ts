@@ -8,7 +8,8 @@ import { callsRequired } from "../../engine/types.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { AppEnv } from "../env.js";
-import { mapDomainError } from "../errors/domain-errors.js";
+import { ApiError } from "../errors/api-error.js";
+import { domainApiError, mapDomainError } from "../errors/domain-errors.js";
 import { clientLeftSignal, nodeBindings, readBodyText } from "../node-request.js";
 import { completionBody } from "../openai/chat-completion-body.js";
 import { streamCompletion } from "../openai/chat-completion-stream.js";
@@ -94,8 +95,18 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
         keepAliveMs: deps.limits.keepAliveMs,
         onInvalid,
         onError: (err) => {
-          deps.logger.error({ err, requestId }, "error during stream");
-          return mapDomainError(err).toBody();
+          const api = mapDomainError(err);
+          // An expected failure (an upstream that broke off, shutdown) was logged where it happened, with its
+          // cause: an info line ties it to this response. Anything else is a bug: error level, with its stack.
+          if (err instanceof ApiError || domainApiError(err) !== undefined) {
+            deps.logger.info(
+              { requestId, status: api.status, code: api.code },
+              "stream ended with an error frame",
+            );
+          } else {
+            deps.logger.error({ err, requestId }, "error during stream");
+          }
+          return api.toBody();
         },
       }),
     {
