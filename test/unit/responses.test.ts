@@ -1,0 +1,188 @@
+// POST /v1/responses in memory on the fake engine: the response object, the typed event stream (order, sequence
+// numbers), items mapped onto the chat request, refusals named as sent, errors before and after the 200.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { GenerationRequest } from "../../src/engine/types.js";
+import {
+  callTool,
+  FAKE_MODEL,
+  type FakeEngine,
+  fail,
+  fakePromptTokens,
+  finish,
+  say,
+  think,
+} from "../support/fake-engine.js";
+import { startTestApp, type TestApp, usageRecordOf } from "../support/test-app.js";
+
+/** The smallest context the config allows. */
+const SMALL = "small";
+
+let harness: TestApp<FakeEngine>;
+let engine: FakeEngine;
+
+beforeAll(async () => {
+  harness = await startTestApp({ models: [{ id: FAKE_MODEL }, { id: SMALL, contextSize: 128 }] });
+  engine = harness.engine;
+});
+
+afterAll(async () => {
+  await harness?.close();
+});
+
+// biome-ignore lint/suspicious/noExplicitAny: bodies and events are checked field by field
+type Json = any;
+
+function post(body: unknown, key = harness.apiKey): Promise<Response> {
+  return Promise.resolve(
+    harness.app.request("/v1/responses", {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }),
+  );
+}
+
+async function create(body: Record<string, unknown>): Promise<Json> {
+  const response = await post({ model: FAKE_MODEL, ...body });
+  const json = await response.json();
+  expect(response.status, JSON.stringify(json)).toBe(200);
+  return json;
+}
+
+async function refusal(body: Record<string, unknown>): Promise<{ status: number; error: Json }> {
+  const response = await post({ model: FAKE_MODEL, ...body });
+  const json = (await response.json()) as Json;
+  return { status: response.status, error: json.error };
+}
+
+/** The SSE events of a streamed response: `event:` name and parsed data, in order. */
+async function events(response: Response): Promise<{ event: string; data: Json }[]> {
+  const text = await response.text();
+  return text
+    .split("\n\n")
+    .filter((frame) => frame.startsWith("event: "))
+    .map((frame) => {
+      const [eventLine, dataLine] = frame.split("\n");
+      return { event: (eventLine ?? "").slice(7), data: JSON.parse((dataLine ?? "").slice(6)) };
+    });
+}
+
+/** The engine request the last response was generated from. */
+function lastRequest(): GenerationRequest {
+  const request = engine.requests.at(-1);
+  if (request === undefined) throw new Error("no engine request");
+  return request;
+}
+
+describe("POST /v1/responses, not streamed", () => {
+  it("answers the response object with the reply, usage and every echoed field at OpenAI's defaults", async () => {
+    engine.replyOnce({ steps: say("Hi there.") });
+    const response = await create({ input: "Say hello." });
+    expect(response).toMatchObject({
+      object: "response",
+      status: "completed",
+      model: FAKE_MODEL,
+      error: null,
+      incomplete_details: null,
+      instructions: null,
+      max_output_tokens: null,
+      max_tool_calls: null,
+      metadata: {},
+      parallel_tool_calls: true,
+      previous_response_id: null,
+      reasoning: { effort: null, summary: null },
+      service_tier: "default",
+      temperature: 1,
+      top_p: 1,
+      text: { format: { type: "text" }, verbosity: "medium" },
+      tool_choice: "auto",
+      tools: [],
+      top_logprobs: 0,
+      truncation: "disabled",
+      user: null,
+      safety_identifier: null,
+      prompt_cache_key: null,
+      background: false,
+    });
+    expect(response.id).toMatch(/^resp_[0-9A-Za-z]{22}$/);
+    expect(response.created_at).toBeTypeOf("number");
+    expect(response.completed_at).toBeTypeOf("number");
+    expect(response).not.toHaveProperty("output_text");
+    expect(response.output).toEqual([
+      {
+        id: expect.stringMatching(/^msg_/),
+        type: "message",
+        status: "completed",
+        role: "assistant",
+        content: [{ type: "output_text", text: "Hi there.", annotations: [] }],
+      },
+    ]);
+    const input = fakePromptTokens({ messages: [{ role: "user", content: "Say hello." }] });
+    expect(response.usage).toEqual({
+      input_tokens: input,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: 3,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: input + 3,
+    });
+  });
+
+  it("is incomplete with reason max_output_tokens when the budget ends it", async () => {
+    engine.replyOnce({ steps: say("Cut short", "length") });
+    const response = await create({ input: "Talk.", max_output_tokens: 2 });
+    expect(response.status).toBe("incomplete");
+    expect(response.incomplete_details).toEqual({ reason: "max_output_tokens" });
+    expect(response.completed_at).toBeNull();
+    expect(response.max_output_tokens).toBe(2);
+    expect(response.output[0].status).toBe("incomplete");
+    expect(lastRequest().sampling.maxTokens).toBe(2);
+  });
+
+  it("returns reasoning and function calls as their own items", async () => {
+    engine.replyOnce({
+      steps: [
+        ...think("Need weather."),
+        ...callTool(0, "get_weather", '{"city":"Oslo"}'),
+        finish("tool_calls"),
+      ],
+    });
+    const response = await create({
+      input: "Weather in Oslo?",
+      reasoning: { effort: "high" },
+      tools: [
+        {
+          type: "function",
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } } },
+        },
+      ],
+    });
+    expect(response.output).toEqual([
+      {
+        id: expect.stringMatching(/^rs_/),
+        type: "reasoning",
+        summary: [],
+        content: [{ type: "reasoning_text", text: "Need weather." }],
+      },
+      {
+        id: expect.stringMatching(/^fc_/),
+        type: "function_call",
+        status: "completed",
+        call_id: expect.stringMatching(/^call_/),
+        name: "get_weather",
+        arguments: '{"city":"Oslo"}',
+      },
+    ]);
+    expect(response.reasoning).toEqual({ effort: "high", summary: null });
+    expect(response.tools).toEqual([
+      {
+        type: "function",
+        name: "get_weather",
+        description: null,
+        parameters: { type: "object", properties: { city: { type: "string" } } },
+        strict: null,
+      },
+    ]);
+    expect(lastRequest().enableThinking).toBe(true);
+  });
+});
