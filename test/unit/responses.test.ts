@@ -186,3 +186,134 @@ describe("POST /v1/responses, not streamed", () => {
     expect(lastRequest().enableThinking).toBe(true);
   });
 });
+
+describe("POST /v1/responses, streamed", () => {
+  it("sends typed events in OpenAI's order, numbered from 0, ending with response.completed", async () => {
+    engine.replyOnce({ steps: say("Hi there.") });
+    const response = await post({ model: FAKE_MODEL, input: "Say hello.", stream: true });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const sent = await events(response);
+    expect(sent.map((e) => e.event)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.output_text.delta",
+      "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    for (const [i, { event, data }] of sent.entries()) {
+      expect(data.type).toBe(event);
+      expect(data.sequence_number).toBe(i);
+    }
+    const [created, , added, partAdded, delta, , , textDone, partDone, itemDone, completed] = sent.map(
+      (e) => e.data,
+    );
+    expect(created.response).toMatchObject({ status: "in_progress", output: [], usage: null });
+    const itemId = added.item.id;
+    expect(added).toMatchObject({
+      output_index: 0,
+      item: { type: "message", status: "in_progress", content: [] },
+    });
+    expect(partAdded).toMatchObject({
+      item_id: itemId,
+      output_index: 0,
+      content_index: 0,
+      part: { type: "output_text", text: "", annotations: [] },
+    });
+    expect(delta).toEqual({
+      type: "response.output_text.delta",
+      item_id: itemId,
+      output_index: 0,
+      content_index: 0,
+      delta: "Hi",
+      logprobs: [],
+      sequence_number: 4,
+    });
+    expect(textDone).toMatchObject({ item_id: itemId, text: "Hi there.", logprobs: [] });
+    expect(partDone.part).toEqual({ type: "output_text", text: "Hi there.", annotations: [] });
+    expect(itemDone.item).toMatchObject({ id: itemId, status: "completed" });
+    expect(completed.response).toMatchObject({ id: created.response.id, status: "completed" });
+    expect(completed.response.output).toEqual([itemDone.item]);
+    expect(completed.response.usage.output_tokens).toBe(3);
+  });
+
+  it("streams reasoning text and function call arguments with their own events", async () => {
+    engine.replyOnce({
+      steps: [...think("Hmm."), ...callTool(0, "lookup", '{"q":1}'), finish("tool_calls")],
+    });
+    const response = await post({
+      model: FAKE_MODEL,
+      input: "Look it up.",
+      stream: true,
+      reasoning: { effort: "medium" },
+      tools: [{ type: "function", name: "lookup" }],
+      tool_choice: "required",
+    });
+    const sent = await events(response);
+    const names = sent.map((e) => e.event);
+    expect(names).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.reasoning_text.delta",
+      "response.reasoning_text.delta",
+      "response.reasoning_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.output_item.added",
+      ...Array(names.filter((n) => n === "response.function_call_arguments.delta").length).fill(
+        "response.function_call_arguments.delta",
+      ),
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    const call = sent.find((e) => e.event === "response.output_item.added" && e.data.output_index === 1)?.data
+      .item;
+    expect(call).toMatchObject({
+      type: "function_call",
+      name: "lookup",
+      arguments: "",
+      status: "in_progress",
+    });
+    const done = sent.find((e) => e.event === "response.function_call_arguments.done")?.data;
+    expect(done).toMatchObject({ item_id: call.id, output_index: 1, name: "lookup", arguments: '{"q":1}' });
+    const reasoningDone = sent.find((e) => e.event === "response.reasoning_text.done")?.data;
+    expect(reasoningDone).toMatchObject({ output_index: 0, content_index: 0, text: "Hmm." });
+  });
+
+  it("ends with response.incomplete at the output budget", async () => {
+    engine.replyOnce({ steps: say("Cut short", "length") });
+    const sent = await events(
+      await post({ model: FAKE_MODEL, input: "Talk.", stream: true, max_output_tokens: 2 }),
+    );
+    const last = sent.at(-1);
+    expect(last?.event).toBe("response.incomplete");
+    expect(last?.data.response).toMatchObject({
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+    });
+  });
+
+  it("reports a failure after the 200 as an error event, then response.failed; the usage is still recorded", async () => {
+    engine.replyOnce({ steps: [...say("Partial").slice(0, 1), fail(new Error("engine exploded"))] });
+    const response = await post({ model: FAKE_MODEL, input: "Go.", stream: true });
+    const sent = await events(response);
+    const error = sent.at(-2);
+    expect(error?.event).toBe("error");
+    expect(error?.data).toMatchObject({ code: "server_error", param: null, error: { type: "server_error" } });
+    const failed = sent.at(-1);
+    expect(failed?.event).toBe("response.failed");
+    expect(failed?.data.response).toMatchObject({ status: "failed", error: { code: "server_error" } });
+    expect(failed?.data.sequence_number).toBe(sent.length - 1);
+    const record = await usageRecordOf(harness, response.headers.get("x-request-id") ?? "");
+    expect(record.status).not.toBe(200);
+  });
+});
