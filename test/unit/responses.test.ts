@@ -317,3 +317,304 @@ describe("POST /v1/responses, streamed", () => {
     expect(record.status).not.toBe(200);
   });
 });
+
+describe("the request as the engine sees it", () => {
+  it("puts instructions first, then each item as its chat message; calls and their outputs pair up", async () => {
+    await create({
+      instructions: "Be brief.",
+      input: [
+        { role: "developer", content: "Use metric units." },
+        {
+          type: "message",
+          role: "user",
+          content: [
+            { type: "input_text", text: "Weather in " },
+            { type: "input_text", text: "Oslo?" },
+          ],
+        },
+        {
+          type: "reasoning",
+          id: "rs_1",
+          summary: [],
+          content: [{ type: "reasoning_text", text: "call it" }],
+        },
+        {
+          type: "message",
+          role: "assistant",
+          id: "msg_1",
+          status: "completed",
+          content: [{ type: "output_text", text: "Checking.", annotations: [] }],
+        },
+        {
+          type: "function_call",
+          id: "fc_1",
+          call_id: "call_a",
+          name: "get_weather",
+          arguments: '{"city":"Oslo"}',
+          status: "completed",
+        },
+        { type: "function_call_output", call_id: "call_a", output: '{"temp":3}' },
+        { role: "assistant", content: "It is 3 degrees." },
+        { role: "user", content: "Thanks." },
+      ],
+      tools: [
+        {
+          type: "function",
+          name: "get_weather",
+          parameters: { type: "object", properties: { city: { type: "string" } } },
+        },
+      ],
+    });
+    expect(lastRequest().messages).toEqual([
+      { role: "system", content: "Be brief." },
+      { role: "system", content: "Use metric units." },
+      { role: "user", content: "Weather in Oslo?" },
+      {
+        role: "assistant",
+        content: "Checking.",
+        toolCalls: [{ id: "call_a", name: "get_weather", arguments: '{"city":"Oslo"}' }],
+      },
+      { role: "tool", content: '{"temp":3}', toolCallId: "call_a" },
+      { role: "assistant", content: "It is 3 degrees." },
+      { role: "user", content: "Thanks." },
+    ]);
+  });
+
+  it("maps sampling, output and tool fields onto the chat request", async () => {
+    await create({
+      input: "Pick one.",
+      temperature: 0.5,
+      top_p: 0.9,
+      max_output_tokens: 40,
+      reasoning: { effort: "none" },
+      text: {
+        format: {
+          type: "json_schema",
+          name: "pick",
+          schema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
+          strict: true,
+        },
+      },
+      tools: [
+        { type: "function", name: "a" },
+        { type: "function", name: "b" },
+      ],
+      tool_choice: { type: "allowed_tools", mode: "required", tools: [{ type: "function", name: "b" }] },
+      parallel_tool_calls: false,
+      user: "user-1",
+      prompt_cache_key: "conv-1",
+    });
+    const request = lastRequest();
+    expect(request.sampling).toMatchObject({ temperature: 0.5, topP: 0.9, maxTokens: 40 });
+    expect(request.enableThinking).toBe(false);
+    expect(request.output?.format).toMatchObject({ type: "json_schema", name: "pick" });
+    expect(request.output?.tools.map((t) => t.name)).toEqual(["a", "b"]);
+    expect(request.output?.toolChoice).toEqual({ allowed: ["b"], mode: "required" });
+    expect(request.output?.parallelToolCalls).toBe(false);
+    expect(request.user).toBe("user-1");
+    expect(request.promptCacheKey).toBe("conv-1");
+  });
+
+  it("maps a named function choice, and drops auto or none when there are no tools (as OpenAI accepts them)", async () => {
+    await create({
+      input: "Go.",
+      tools: [{ type: "function", name: "f" }],
+      tool_choice: { type: "function", name: "f" },
+    });
+    expect(lastRequest().output?.toolChoice).toEqual({ name: "f" });
+    const response = await create({
+      input: "Go.",
+      tool_choice: "auto",
+      parallel_tool_calls: true,
+      tools: [],
+    });
+    expect(response.tool_choice).toBe("auto");
+    expect(lastRequest().output).toBeUndefined();
+  });
+
+  it("accepts and echoes the fields that change nothing here", async () => {
+    const response = await create({
+      input: "Hi.",
+      store: false,
+      include: ["reasoning.encrypted_content", "message.output_text.logprobs"],
+      service_tier: "auto",
+      background: false,
+      prompt_cache_retention: "24h",
+      truncation: "auto",
+      top_logprobs: 3,
+      metadata: { session: "s1" },
+      safety_identifier: "hash-1",
+      text: { verbosity: "low" },
+      reasoning: { summary: "auto" },
+      max_tool_calls: 4,
+    });
+    expect(response).toMatchObject({
+      store: false,
+      service_tier: "default",
+      background: false,
+      prompt_cache_retention: "24h",
+      truncation: "auto",
+      top_logprobs: 3,
+      metadata: { session: "s1" },
+      safety_identifier: "hash-1",
+      text: { format: { type: "text" }, verbosity: "low" },
+      reasoning: { effort: null, summary: "auto" },
+      max_tool_calls: 4,
+    });
+  });
+});
+
+describe("refusals before the 200, named as sent", () => {
+  it.each([
+    ["web_search", { tools: [{ type: "function", name: "f" }, { type: "web_search" }] }, "tools[1].type"],
+    ["file_search", { tools: [{ type: "file_search", vector_store_ids: ["vs_1"] }] }, "tools[0].type"],
+    [
+      "code_interpreter",
+      { tools: [{ type: "code_interpreter", container: { type: "auto" } }] },
+      "tools[0].type",
+    ],
+    ["computer_use_preview", { tools: [{ type: "computer_use_preview" }] }, "tools[0].type"],
+    ["image_generation", { tools: [{ type: "image_generation" }] }, "tools[0].type"],
+    [
+      "mcp",
+      { tools: [{ type: "mcp", server_label: "x", server_url: "https://example.invalid" }] },
+      "tools[0].type",
+    ],
+    ["local_shell", { tools: [{ type: "local_shell" }] }, "tools[0].type"],
+    ["custom", { tools: [{ type: "custom", name: "c" }] }, "tools[0].type"],
+  ])("refuses a %s tool", async (_name, fields, param) => {
+    const { status, error } = await refusal({ input: "Hi.", ...fields });
+    expect(status).toBe(400);
+    expect(error).toMatchObject({ type: "invalid_request_error", param, code: "invalid_request_error" });
+    expect(error.message).toMatch(/not supported/);
+  });
+
+  it.each([
+    ["input_image", { type: "input_image", image_url: "https://example.invalid/a.png", detail: "auto" }],
+    ["input_file", { type: "input_file", file_id: "file_1" }],
+    ["input_audio", { type: "input_audio", input_audio: { data: "", format: "wav" } }],
+  ])("refuses an %s part on a text-only model, naming the part", async (type, part) => {
+    const { status, error } = await refusal({
+      input: [{ role: "user", content: [{ type: "input_text", text: "What is this?" }, part] }],
+    });
+    expect(status).toBe(400);
+    expect(error.param).toBe("input[0].content[1].type");
+    expect(error.message).toContain(`'${type}'`);
+  });
+
+  it("refuses unknown item types, item references, and hosted tool choices", async () => {
+    expect((await refusal({ input: [{ type: "web_search_call", id: "ws_1" }] })).error.param).toBe(
+      "input[0].type",
+    );
+    expect((await refusal({ input: [{ type: "item_reference", id: "msg_1" }] })).error.param).toBe(
+      "input[0].type",
+    );
+    const hosted = await refusal({
+      input: "Hi.",
+      tools: [{ type: "function", name: "f" }],
+      tool_choice: { type: "file_search" },
+    });
+    expect(hosted.error.param).toBe("tool_choice");
+    const garbage = await refusal({
+      input: "Hi.",
+      tools: [{ type: "function", name: "f" }],
+      tool_choice: "sometimes",
+    });
+    expect(garbage.error).toMatchObject({ param: "tool_choice" });
+    expect(garbage.error.message).toContain('{"type": "function", "name": ...}');
+  });
+
+  it("names chat's refusals by their Responses fields", async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [
+        {
+          input: [
+            { role: "user", content: "a" },
+            { role: "user", content: 5 },
+          ],
+        },
+        "input[1].content",
+      ],
+      [{ input: "Hi.", max_output_tokens: 0 }, "max_output_tokens"],
+      [{ input: "Hi.", temperature: 3 }, "temperature"],
+      [{ input: "Hi.", reasoning: { effort: "extreme" } }, "reasoning.effort"],
+      [{ input: "Hi.", text: { format: { type: "xml" } } }, "text.format.type"],
+      [
+        {
+          input: "Hi.",
+          text: { format: { type: "json_schema", name: "bad name!", schema: { type: "object" } } },
+        },
+        "text.format.name",
+      ],
+      [
+        {
+          input: "Hi.",
+          text: {
+            format: {
+              type: "json_schema",
+              name: "s",
+              schema: { type: "object", properties: { a: { type: "nonsense" } } },
+            },
+          },
+        },
+        "text.format.schema",
+      ],
+      [{ input: "Hi.", tools: [{ type: "function", name: "bad name!" }] }, "tools[0].name"],
+      [
+        { input: "Hi.", tools: [{ type: "function", name: "f", parameters: { type: "string" } }] },
+        "tools[0].parameters",
+      ],
+      [
+        {
+          input: "Hi.",
+          tools: [{ type: "function", name: "f" }],
+          tool_choice: { type: "function", name: "g" },
+        },
+        "tool_choice.name",
+      ],
+      [
+        {
+          input: "Hi.",
+          tools: [{ type: "function", name: "f" }],
+          tool_choice: { type: "allowed_tools", mode: "auto", tools: [{ type: "function", name: "g" }] },
+        },
+        "tool_choice.tools[0].name",
+      ],
+      [{ input: "Hi.", tool_choice: "required" }, "tool_choice"],
+      [{ input: "Hi.", metadata: { k: "v".repeat(513) } }, "metadata.k"],
+      [{ input: "Hi.", user: harness.apiKey }, "user"],
+      [{ input: [{ type: "function_call", call_id: "c", name: "f" }] }, "input[0].arguments"],
+      [{ input: [{ type: "function_call_output", call_id: "c", output: 5 }] }, "input[0].output"],
+      [{ input: "Hi.", background: true }, "background"],
+      [{ input: "Hi.", conversation: "conv_1" }, "conversation"],
+      [{ input: "Hi.", truncation: "sometimes" }, "truncation"],
+      [{ input: "Hi.", surprise: 1 }, "surprise"],
+      [{ input: [] }, "input"],
+    ];
+    for (const [fields, param] of cases) {
+      const { status, error } = await refusal(fields);
+      expect([status, error?.param], JSON.stringify(fields)).toEqual([400, param]);
+    }
+  });
+
+  it("answers a prompt beyond the context with 400 context_length_exceeded naming input", async () => {
+    const response = await post({ model: SMALL, input: "word ".repeat(200) });
+    expect(response.status).toBe(400);
+    const { error } = (await response.json()) as Json;
+    expect(error).toMatchObject({ param: "input", code: "context_length_exceeded" });
+  });
+
+  it("answers 401 without a key and 404 for an unknown model, as chat does", async () => {
+    expect((await post({ model: FAKE_MODEL, input: "Hi." }, `sk-${"x".repeat(43)}`)).status).toBe(401);
+    const unknown = await post({ model: "nope", input: "Hi." });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as Json).error).toMatchObject({ param: "model", code: "model_not_found" });
+  });
+
+  it("records the usage under the responses endpoint", async () => {
+    const response = await post({ model: FAKE_MODEL, input: "Hi." });
+    await response.json();
+    const record = await usageRecordOf(harness, response.headers.get("x-request-id") ?? "");
+    expect(record).toMatchObject({ endpoint: "responses", model: FAKE_MODEL });
+  });
+});

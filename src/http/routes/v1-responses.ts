@@ -78,7 +78,13 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
   };
   let started: Awaited<ReturnType<CompletionsService["start"]>> & { request: ParsedResponsesRequest };
   try {
-    started = await deps.completions.start(read, { principal, requestId, startedAt, signal });
+    started = await deps.completions.start(read, {
+      principal,
+      requestId,
+      startedAt,
+      signal,
+      endpoint: "responses",
+    });
   } catch (err) {
     // The engine's refusals name chat fields (`messages` for a prompt over the context): named as sent here.
     const known = domainApiError(err) ?? err;
