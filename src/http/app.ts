@@ -3,6 +3,7 @@ import { Hono, type MiddlewareHandler } from "hono";
 import type { Services } from "../app/services.js";
 import { adminTokenMatches } from "../auth/admin-token.js";
 import { schemaBudget } from "../chat/schema/budget.js";
+import { RESPONSES_CONFIG_DEFAULTS } from "../config/responses-settings.js";
 import type { ModelHealth } from "../engine/types.js";
 import { createAdminApp } from "./admin/app.js";
 import { createDashboardApp, type DashboardOptions } from "./dashboard/app.js";
@@ -123,13 +124,11 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
   // The Responses API: the same service, limits and admission as chat completions (src/http/routes/v1-responses.ts).
-  const requestLimits = services.config.server.requestLimits;
+  const responsesConfig = services.config.responses ?? RESPONSES_CONFIG_DEFAULTS;
   const responses = {
     ...chat,
-    limits: { ...chat.limits, maxInputItems: requestLimits.maxMessages },
+    limits: { ...chat.limits, responses: responsesConfig },
     models: () => services.engine.listModels(),
-    retentionMs: 30 * 24 * 60 * 60 * 1000,
-    chainBounds: { maxResponses: 1000, maxItems: requestLimits.maxMessages, maxBytes: maxBodyBytes },
   };
   v1.post("/responses", (c) => createResponse(c, responses));
   // vLLM's route, at the root: what a Hearth gateway in front of this server pre-charges TPM with.
