@@ -618,3 +618,37 @@ describe("refusals before the 200, named as sent", () => {
     expect(record).toMatchObject({ endpoint: "responses", model: FAKE_MODEL });
   });
 });
+
+describe("edge cases", () => {
+  it("answers a reply with no text as one empty message, streamed and not", async () => {
+    engine.replyOnce({ steps: [finish("stop")] });
+    const response = await create({ input: "Say nothing." });
+    expect(response.output).toEqual([
+      expect.objectContaining({
+        type: "message",
+        status: "completed",
+        content: [{ type: "output_text", text: "", annotations: [] }],
+      }),
+    ]);
+    engine.replyOnce({ steps: [finish("stop")] });
+    const sent = await events(await post({ model: FAKE_MODEL, input: "Say nothing.", stream: true }));
+    expect(sent.map((e) => e.event)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+  });
+
+  it("refuses more input items than responses.maxInputItems, naming input", async () => {
+    const items = Array.from({ length: 2049 }, () => ({ role: "user", content: "a" }));
+    const { status, error } = await refusal({ input: items });
+    expect(status).toBe(400);
+    expect(error).toMatchObject({ param: "input" });
+    expect(error.message).toContain("2048");
+  });
+});
