@@ -8,12 +8,24 @@ import type {
   ResponseInputItem,
   ResponseStreamEvent,
 } from "openai/resources/responses/responses";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { MODEL_FAMILIES } from "../support/models.js";
 import { serveModelFamilies } from "../support/served-models.js";
 
 const served = serveModelFamilies();
+
+// /health answers 200 once one model serves; these tests use every family from the start.
+beforeAll(async () => {
+  for (let i = 0; i < 600; i++) {
+    const health = (await (await fetch(`${served.server.url}/health`)).json()) as {
+      models: { status: string }[];
+    };
+    if (health.models.every((m) => m.status === "ok")) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error("the models never all became ready");
+});
 
 const WEATHER: FunctionTool = {
   type: "function",

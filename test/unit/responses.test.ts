@@ -652,3 +652,39 @@ describe("edge cases", () => {
     expect(error.message).toContain("2048");
   });
 });
+
+describe("items sent back as the SDKs give them", () => {
+  it("accepts openai-node's parsed_arguments on calls and parsed on text parts", async () => {
+    await create({
+      input: [
+        { role: "user", content: "Go." },
+        {
+          type: "function_call",
+          call_id: "call_1",
+          name: "f",
+          arguments: "{}",
+          parsed_arguments: {},
+          status: "completed",
+          id: "fc_1",
+        },
+        { type: "function_call_output", call_id: "call_1", output: "ok" },
+        {
+          type: "message",
+          role: "assistant",
+          status: "completed",
+          id: "msg_2",
+          content: [{ type: "output_text", text: "{}", annotations: [], parsed: {} }],
+        },
+        { role: "user", content: "Again." },
+      ],
+      tools: [{ type: "function", name: "f" }],
+    });
+    expect(lastRequest().messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "tool",
+      "assistant",
+      "user",
+    ]);
+  });
+});
