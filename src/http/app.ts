@@ -25,6 +25,7 @@ import { rateLimitHeaders } from "./rate-limit-headers.js";
 import { tokenize } from "./routes/tokenize.js";
 import { chatCompletions } from "./routes/v1-chat-completions.js";
 import { listModels, retrieveModel } from "./routes/v1-models.js";
+import { deleteResponse, listInputItems, retrieveResponse } from "./routes/v1-responses-by-id.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
@@ -130,6 +131,11 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   );
   v1.get("/models", (c) => listModels(c, services.modelAccess));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
+  // Stored responses (the Responses API's `store`), the key's organization's only.
+  const stored = { responses: services.responses };
+  v1.get("/responses/:id", (c) => retrieveResponse(c, stored));
+  v1.delete("/responses/:id", (c) => deleteResponse(c, stored));
+  v1.get("/responses/:id/input_items", (c) => listInputItems(c, stored));
   v1.all("/chat/completions", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });
