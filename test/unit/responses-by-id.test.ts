@@ -137,6 +137,7 @@ describe("stored responses by id", () => {
       ["limit=2.5", "limit"],
       ["order=newest", "order"],
       ["after=", "after"],
+      ["before=msg_1", "before"],
     ] as const) {
       const res = await request("GET", `/v1/responses/${record.id}/input_items?${query}`);
       const body = await json(res);

@@ -49,7 +49,15 @@ export async function deleteResponse(c: Context<AppEnv>, deps: ResponsesByIdDeps
 }
 
 export async function listInputItems(c: Context<AppEnv>, deps: ResponsesByIdDeps): Promise<Response> {
-  const query = validate(queryOf(c, ["include"]), inputItemsQuerySchema);
+  const raw = queryOf(c, ["include"]);
+  if (raw.before !== undefined) {
+    // An older version of OpenAI's API paged backwards too; the current one pages with `after` only.
+    throw new InvalidRequestError(
+      "Unsupported parameter: 'before'. Page with 'after' and 'order'.",
+      "before",
+    );
+  }
+  const query = validate(raw, inputItemsQuerySchema);
   const id = c.req.param("id") ?? "";
   const page = await fromStore(() =>
     deps.responses.inputItems(c.get("principal").orgId, id, {
