@@ -27,6 +27,7 @@ import { tokenize } from "./routes/tokenize.js";
 import { chatCompletions } from "./routes/v1-chat-completions.js";
 import { listModels, retrieveModel } from "./routes/v1-models.js";
 import { createResponse } from "./routes/v1-responses.js";
+import { deleteResponse, listInputItems, retrieveResponse } from "./routes/v1-responses-by-id.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
@@ -129,6 +130,7 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     ...chat,
     limits: { ...chat.limits, responses: responsesConfig },
     models: () => services.engine.listModels(),
+    store: services.responses,
   };
   v1.post("/responses", (c) => createResponse(c, responses));
   // vLLM's route, at the root: what a Hearth gateway in front of this server pre-charges TPM with.
@@ -142,6 +144,11 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   );
   v1.get("/models", (c) => listModels(c, services.modelAccess));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
+  // Stored responses (the Responses API's `store`), the key's organization's only.
+  const stored = { responses: services.responses };
+  v1.get("/responses/:id", (c) => retrieveResponse(c, stored));
+  v1.delete("/responses/:id", (c) => deleteResponse(c, stored));
+  v1.get("/responses/:id/input_items", (c) => listInputItems(c, stored));
   v1.all("/chat/completions", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });
