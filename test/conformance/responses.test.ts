@@ -160,6 +160,8 @@ describe.each(MODEL_FAMILIES)("$model.id", ({ model: { id: MODEL } }) => {
     expect(next.usage?.input_tokens).toBeGreaterThan(
       (first.usage?.input_tokens ?? 0) + (first.usage?.output_tokens ?? 0),
     );
+    // The chained prompt starts with the first one: its tokens come from the prefix cache.
+    expect(next.usage?.input_tokens_details.cached_tokens).toBeGreaterThan(0);
 
     const unstored = await served.client.responses.create({
       model: MODEL,
