@@ -502,13 +502,19 @@ describe("refusals before the 200, named as sent", () => {
     expect(error.message).toContain(`'${type}'`);
   });
 
-  it("refuses unknown item types, item references, and hosted tool choices", async () => {
+  it("refuses unknown item types, unknown item references, and hosted tool choices", async () => {
     expect((await refusal({ input: [{ type: "web_search_call", id: "ws_1" }] })).error.param).toBe(
       "input[0].type",
     );
-    expect((await refusal({ input: [{ type: "item_reference", id: "msg_1" }] })).error.param).toBe(
-      "input[0].type",
-    );
+    expect(await refusal({ input: [{ type: "item_reference", id: "msg_1" }] })).toEqual({
+      status: 404,
+      error: {
+        message: "Item with id 'msg_1' not found.",
+        type: "invalid_request_error",
+        param: "input[0].id",
+        code: "not_found",
+      },
+    });
     const hosted = await refusal({
       input: "Hi.",
       tools: [{ type: "function", name: "f" }],
