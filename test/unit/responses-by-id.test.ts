@@ -158,6 +158,22 @@ describe("stored responses by id", () => {
     expect(ok.status).toBe(200);
   });
 
+  it("another method on these paths is a 405 naming it", async () => {
+    for (const [method, path] of [
+      ["POST", "/v1/responses/resp_1"],
+      ["PUT", "/v1/responses/resp_1"],
+      ["PATCH", "/v1/responses/resp_1/input_items"],
+      ["DELETE", "/v1/responses/resp_1/input_items"],
+    ] as const) {
+      const res = await request(method, path);
+      expect([method, path, res.status]).toEqual([method, path, 405]);
+      expect((await json(res)).error).toMatchObject({
+        code: "method_not_allowed",
+        message: `Method ${method} is not allowed on ${path}.`,
+      });
+    }
+  });
+
   it("needs a valid API key, like every /v1 route", async () => {
     const record = await saved();
     for (const [method, path] of [
