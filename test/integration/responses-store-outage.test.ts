@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PgResponsesStore } from "../../src/responses/pg-store.js";
 import { openStore, type Store } from "../../src/store/open-store.js";
 import { organizations, responses, usageRecords } from "../../src/store/schema.js";
+import { StoreUnavailableError } from "../../src/store/store-status.js";
 import { PgUsageMeter } from "../../src/usage/pg-meter.js";
 import { type PrivatePostgres, startPrivatePostgres } from "../support/private-stores.js";
 import { storedResponse } from "../support/responses-store-contract.js";
@@ -82,6 +83,10 @@ describe("stored responses while PostgreSQL is stopped or hung", () => {
       const read = await outcome(() => responsesStore.get(org, before.id));
       expect(read.failed).toBe(true);
       expect(read.ms).toBeLessThan(5000);
+      // A read's failure says what it is, so the routes answer 503 store_unavailable (retry) and not 500.
+      await expect(
+        responsesStore.conversation(org, before.id, { maxResponses: 10, maxItems: 100, maxBytes: 1 << 20 }),
+      ).rejects.toBeInstanceOf(StoreUnavailableError);
       expect(meter.buffered).toBe(1);
     } finally {
       await postgres.start();
