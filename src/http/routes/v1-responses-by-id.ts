@@ -3,6 +3,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { ResponsesStore } from "../../responses/types.js";
+import { StoreUnavailableError } from "../../store/store-status.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError, NotFoundError } from "../errors/api-error.js";
 import { validate } from "../validation.js";
@@ -76,9 +77,12 @@ export async function listInputItems(c: Context<AppEnv>, deps: ResponsesByIdDeps
   });
 }
 
-/** OpenAI's words for an id the organization has no (unexpired) response under. */
+/**
+ * OpenAI's words for an id the organization has no (unexpired) response under; the code is Hearth's `not_found`
+ * (every Hearth error has one; OpenAI sends null here).
+ */
 function notFound(id: string): NotFoundError {
-  return new NotFoundError(`Response with id '${id}' not found.`, null);
+  return new NotFoundError(`Response with id '${id}' not found.`);
 }
 
 /**
@@ -98,18 +102,16 @@ function queryOf(c: Context<AppEnv>, lists: readonly string[]): Record<string, u
 
 const STORE_RETRY_AFTER_SECONDS = 2;
 
-/** A store that cannot answer (down, hung past its timeouts) is a 503 to retry, not a 500. */
+/** A store that cannot answer (down, hung past its timeouts) is a 503 to retry; anything else stays a bug (500). */
 async function fromStore<T>(read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
-    if (err instanceof ApiError) throw err;
+    if (!(err instanceof StoreUnavailableError)) throw err;
     throw new ApiError(
-      503,
-      "server_error",
+      "store_unavailable",
       "Stored responses cannot be read right now because Hearth's database is unavailable; please retry shortly.",
       {
-        code: "store_unavailable",
         headers: {
           "retry-after": String(STORE_RETRY_AFTER_SECONDS),
           "retry-after-ms": String(STORE_RETRY_AFTER_SECONDS * 1000),
