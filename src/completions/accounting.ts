@@ -7,7 +7,7 @@ import type { Admission } from "../limits/types.js";
 import { faultCause } from "../observability/fault-cause.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { UsageMeter, UsageStatus } from "../usage/types.js";
+import type { UsageEndpoint, UsageMeter, UsageStatus } from "../usage/types.js";
 
 export interface MeteredRequest {
   principal: Principal;
@@ -21,6 +21,8 @@ export interface MeteredRequest {
   signal: AbortSignal;
   /** The request's `user` (its caller's end user), stored with the record. */
   user?: string | undefined;
+  /** The endpoint the request came through; default `chat.completions`. */
+  endpoint?: UsageEndpoint | undefined;
 }
 
 export interface AccountingDeps {
@@ -92,6 +94,7 @@ export class Accounting {
       status,
       latencyMs: Math.round(performance.now() - request.startedAt),
       user: request.user,
+      endpoint: request.endpoint ?? "chat.completions",
     });
     metrics.tokens(request.model, usage);
     try {

@@ -3,6 +3,7 @@ import { Hono, type MiddlewareHandler } from "hono";
 import type { Services } from "../app/services.js";
 import { adminTokenMatches } from "../auth/admin-token.js";
 import { schemaBudget } from "../chat/schema/budget.js";
+import { RESPONSES_CONFIG_DEFAULTS } from "../config/responses-settings.js";
 import type { ModelHealth } from "../engine/types.js";
 import { faultCause } from "../observability/fault-cause.js";
 import { createAdminApp } from "./admin/app.js";
@@ -26,6 +27,8 @@ import { rateLimitHeaders } from "./rate-limit-headers.js";
 import { tokenize } from "./routes/tokenize.js";
 import { chatCompletions } from "./routes/v1-chat-completions.js";
 import { listModels, retrieveModel } from "./routes/v1-models.js";
+import { createResponse } from "./routes/v1-responses.js";
+import { deleteResponse, listInputItems, retrieveResponse } from "./routes/v1-responses-by-id.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
@@ -78,13 +81,15 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const v1 = new Hono<AppEnv>();
   // A declared length over the limit is refused before authentication; the chat route caps what it reads.
   v1.use("*", declaredBodyLimit(maxBodyBytes));
-  v1.use("/chat/completions", async (c, next) => {
+  const countRequest: MiddlewareHandler<AppEnv> = async (c, next) => {
     await next();
     // The label is a configured model id or "unknown": never a string a client made up.
     const model = c.get("model");
     const known = model !== undefined && services.engine.listModels().some((m) => m.id === model);
     services.metrics.requestFinished(known ? model : "unknown", c.res.status);
-  });
+  };
+  v1.use("/chat/completions", countRequest);
+  v1.use("/responses", countRequest);
   const refuseWhileDraining: MiddlewareHandler<AppEnv> = async (_c, next) => {
     if (services.draining()) {
       throw new EngineOverloadedError("The server is shutting down, please retry the request.");
@@ -123,6 +128,15 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
+  // The Responses API: the same service, limits and admission as chat completions (src/http/routes/v1-responses.ts).
+  const responsesConfig = services.config.responses ?? RESPONSES_CONFIG_DEFAULTS;
+  const responses = {
+    ...chat,
+    limits: { ...chat.limits, responses: responsesConfig },
+    models: () => services.engine.listModels(),
+    store: services.responses,
+  };
+  v1.post("/responses", (c) => createResponse(c, responses));
   // vLLM's route, at the root: what a Hearth gateway in front of this server pre-charges TPM with.
   app.use("/tokenize", declaredBodyLimit(maxBodyBytes), refuseWhileDraining, requireApiKey(services.tenancy));
   app.post("/tokenize", (c) =>
@@ -134,7 +148,21 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   );
   v1.get("/models", (c) => listModels(c, services.modelAccess));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
+  // Stored responses (the Responses API's `store`), the key's organization's only.
+  const stored = { responses: services.responses };
+  v1.get("/responses/:id", (c) => retrieveResponse(c, stored));
+  v1.delete("/responses/:id", (c) => deleteResponse(c, stored));
+  v1.get("/responses/:id/input_items", (c) => listInputItems(c, stored));
+  v1.on(["POST", "PUT", "PATCH"], ["/responses/:id", "/responses/:id/input_items"], (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
+  v1.delete("/responses/:id/input_items", (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
   v1.all("/chat/completions", (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
+  v1.all("/responses", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });
   app.route("/v1", v1);

@@ -233,7 +233,7 @@ export class StoreUnavailableApiError extends ApiError {
   constructor(cause?: unknown) {
     super(
       "store_unavailable",
-      "Hearth cannot check your API key right now because its database is unavailable; please retry shortly.",
+      "Hearth's database is unavailable right now, so this request cannot be served; please retry shortly.",
       {
         headers: {
           "retry-after": String(STORE_RETRY_AFTER_SECONDS),
