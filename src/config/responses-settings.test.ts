@@ -34,10 +34,11 @@ describe("responses: in hearth.yaml", () => {
       chain: { maxResponses: 1000, maxItems: 50, maxBytes: 16 * 2 ** 20 },
     });
     expect(load("responses:\n  retention: 90\n").responses?.retention).toBe(90_000);
+    expect(load("responses:\n  retention: 30d\n").responses?.retention).toBe(30 * 86_400_000);
   });
 
   it("refuses a retention that is no duration, negative (forever) or under a second, naming the field", () => {
-    for (const retention of ["30d", "-1h", "0", "500ms", "soon"]) {
+    for (const retention of ["-1h", "0", "500ms", "soon"]) {
       expect(() => load(`responses:\n  retention: "${retention}"\n`)).toThrow(/responses\.retention/);
     }
   });

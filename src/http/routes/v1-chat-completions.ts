@@ -8,15 +8,13 @@ import { callsRequired } from "../../engine/types.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { AppEnv } from "../env.js";
-import { ApiError } from "../errors/api-error.js";
-import { domainApiError, mapDomainError } from "../errors/domain-errors.js";
-import { clientLeftSignal, nodeBindings, readBodyText } from "../node-request.js";
+import { generationStreamResponse, streamErrorFrame } from "../generation-stream.js";
+import { clientLeftSignal, readBodyText } from "../node-request.js";
 import { completionBody } from "../openai/chat-completion-body.js";
 import { streamCompletion } from "../openai/chat-completion-stream.js";
 import { parseChatRequest } from "../openai/chat-request.js";
 import { type CompletionMeta, completionId } from "../openai/wire.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
-import { sseHeaders, sseStream } from "../sse.js";
 import { parseJsonBody } from "../validation.js";
 
 export interface ChatCompletionsDeps {
@@ -85,7 +83,8 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
     return c.json(body, 200, headers);
   }
   const toolChoice = parsed.output?.toolChoice;
-  const stream = sseStream(
+  return generationStreamResponse(
+    c,
     (writer) =>
       streamCompletion(writer, generation.events, meta, {
         n: parsed.n,
@@ -94,38 +93,8 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
         legacyFunctions: parsed.legacyFunctions,
         keepAliveMs: deps.limits.keepAliveMs,
         onInvalid,
-        onError: (err) => {
-          const api = mapDomainError(err);
-          // An expected failure (an upstream that broke off, shutdown) was logged where it happened, with its
-          // cause: an info line ties it to this response. Anything else is a bug: error level, with its stack.
-          if (err instanceof ApiError || domainApiError(err) !== undefined) {
-            deps.logger.info(
-              { requestId, status: api.status, code: api.code },
-              "stream ended with an error frame",
-            );
-          } else {
-            deps.logger.error({ err, requestId }, "error during stream");
-          }
-          return api.toBody();
-        },
+        onError: streamErrorFrame(deps.logger, requestId),
       }),
-    {
-      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
-      onClientGone: () => left.abort(),
-      onStalled: () => {
-        deps.logger.warn(
-          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
-          "client stopped reading the stream: connection destroyed, generation stopped",
-        );
-        const outgoing = nodeBindings(c)?.outgoing;
-        outgoing?.destroy();
-        return outgoing !== undefined;
-      },
-    },
+    { logger: deps.logger, requestId, left, drainTimeoutMs: deps.limits.sseDrainTimeoutMs, headers },
   );
-  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
-  return new Response(stream, {
-    status: 200,
-    headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
-  });
 }

@@ -5,6 +5,7 @@ import type { Context } from "hono";
 import type { CompletionsService } from "../../completions/completions-service.js";
 import type { ResponsesConfig } from "../../config/responses-settings.js";
 import type { ModelInfo } from "../../engine/types.js";
+import { faultCause } from "../../observability/fault-cause.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
 import {
@@ -16,8 +17,9 @@ import {
 import { newObjectId } from "../../store/ids.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError } from "../errors/api-error.js";
-import { domainApiError, mapDomainError } from "../errors/domain-errors.js";
-import { clientLeftSignal, nodeBindings, readBodyText } from "../node-request.js";
+import { domainApiError } from "../errors/domain-errors.js";
+import { generationStreamResponse, streamErrorFrame } from "../generation-stream.js";
+import { clientLeftSignal, readBodyText } from "../node-request.js";
 import {
   collectOutput,
   finalStatus,
@@ -43,7 +45,6 @@ import {
 } from "../openai/responses/request.js";
 import { streamResponse } from "../openai/responses/stream.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
-import { sseHeaders, sseStream } from "../sse.js";
 import { parseJsonBody } from "../validation.js";
 import type { ChatCompletionsDeps } from "./v1-chat-completions.js";
 
@@ -131,7 +132,7 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
       return stored;
     } catch (err) {
       deps.logger.warn(
-        { err, requestId, responseId: meta.id },
+        { requestId, responseId: meta.id, ...faultCause(err) },
         "storing the response failed: answered with store false",
       );
       return render(state);
@@ -144,7 +145,8 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
     const response = await end({ status: finalStatus(output), output: output.items, usage: output.usage });
     return c.json(response, 200, headers);
   }
-  const stream = sseStream(
+  return generationStreamResponse(
+    c,
     (writer) =>
       streamResponse(writer, generation.events, {
         responseId: meta.id,
@@ -152,30 +154,10 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
         render,
         onInvalid,
         onEnd: end,
-        onError: (err) => {
-          deps.logger.error({ err, requestId }, "error during stream");
-          return mapDomainError(err).toBody();
-        },
+        onError: streamErrorFrame(deps.logger, requestId),
       }),
-    {
-      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
-      onClientGone: () => left.abort(),
-      onStalled: () => {
-        deps.logger.warn(
-          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
-          "client stopped reading the stream: connection destroyed, generation stopped",
-        );
-        const outgoing = nodeBindings(c)?.outgoing;
-        outgoing?.destroy();
-        return outgoing !== undefined;
-      },
-    },
+    { logger: deps.logger, requestId, left, drainTimeoutMs: deps.limits.sseDrainTimeoutMs, headers },
   );
-  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
-  return new Response(stream, {
-    status: 200,
-    headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
-  });
 }
 
 /** A 404 naming a field, as OpenAI answers for a stored object that is not there. */
