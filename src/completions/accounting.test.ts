@@ -66,8 +66,25 @@ describe("Accounting", () => {
       reasoningTokens: 1,
       cachedTokens: 4,
       status: "completed",
+      endpoint: "chat.completions",
     });
     expect(settled).toEqual([12]);
+  });
+
+  it("names the endpoint the request came through in its record", async () => {
+    const { records, accounting, request } = harness();
+    const engine = new Channel<GenerationEvent>();
+    const metered = accounting.meter(
+      { promptTokens: 10, events: engine },
+      { ...request, endpoint: "responses" },
+    );
+    engine.push(usage(1));
+    engine.close();
+    for await (const _ of metered.events) {
+      // read to the end
+    }
+    await accounting.settled();
+    expect(records.map((r) => r.endpoint)).toEqual(["responses"]);
   });
 
   it("accounts for a request whose client stopped reading, with the tokens generated until the abort", async () => {

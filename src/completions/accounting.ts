@@ -6,7 +6,7 @@ import type { Generation, UsageCounts } from "../engine/types.js";
 import type { Admission } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import type { Metrics } from "../observability/metrics.js";
-import type { UsageMeter, UsageStatus } from "../usage/types.js";
+import type { UsageEndpoint, UsageMeter, UsageStatus } from "../usage/types.js";
 
 export interface MeteredRequest {
   principal: Principal;
@@ -20,6 +20,8 @@ export interface MeteredRequest {
   signal: AbortSignal;
   /** The request's `user` (its caller's end user), stored with the record. */
   user?: string | undefined;
+  /** The endpoint the request came through; default `chat.completions`. */
+  endpoint?: UsageEndpoint | undefined;
 }
 
 export interface AccountingDeps {
@@ -91,6 +93,7 @@ export class Accounting {
       status,
       latencyMs: Math.round(performance.now() - request.startedAt),
       user: request.user,
+      endpoint: request.endpoint ?? "chat.completions",
     });
     metrics.tokens(request.model, usage);
     try {

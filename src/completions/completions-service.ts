@@ -117,6 +117,7 @@ export class CompletionsService {
       admission,
       signal,
       user: request.user,
+      endpoint: caller.endpoint,
     });
     return { generation: metered, rateLimit: admission.snapshot };
   }

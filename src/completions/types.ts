@@ -8,6 +8,7 @@ import type {
   SamplingParams,
 } from "../engine/types.js";
 import type { RateSnapshot } from "../limits/types.js";
+import type { UsageEndpoint } from "../usage/types.js";
 import type { SamplingFields } from "./model-defaults.js";
 
 /**
@@ -45,6 +46,8 @@ export interface CompletionCaller {
   startedAt: number;
   /** Aborted when the client leaves: drops a queued request, cancels a running one. */
   signal: AbortSignal;
+  /** The API endpoint the request came through, named in its usage record. Default `chat.completions`. */
+  endpoint?: UsageEndpoint | undefined;
 }
 
 /** An admitted completion: it holds its sequences, its charge is settled and its usage recorded when it ends. */

@@ -25,6 +25,7 @@ import { rateLimitHeaders } from "./rate-limit-headers.js";
 import { tokenize } from "./routes/tokenize.js";
 import { chatCompletions } from "./routes/v1-chat-completions.js";
 import { listModels, retrieveModel } from "./routes/v1-models.js";
+import { createResponse } from "./routes/v1-responses.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
@@ -77,13 +78,15 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   const v1 = new Hono<AppEnv>();
   // A declared length over the limit is refused before authentication; the chat route caps what it reads.
   v1.use("*", declaredBodyLimit(maxBodyBytes));
-  v1.use("/chat/completions", async (c, next) => {
+  const countRequest: MiddlewareHandler<AppEnv> = async (c, next) => {
     await next();
     // The label is a configured model id or "unknown": never a string a client made up.
     const model = c.get("model");
     const known = model !== undefined && services.engine.listModels().some((m) => m.id === model);
     services.metrics.requestFinished(known ? model : "unknown", c.res.status);
-  });
+  };
+  v1.use("/chat/completions", countRequest);
+  v1.use("/responses", countRequest);
   const refuseWhileDraining: MiddlewareHandler<AppEnv> = async (_c, next) => {
     if (services.draining()) {
       throw new EngineOverloadedError("The server is shutting down, please retry the request.");
@@ -119,6 +122,16 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
     },
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
+  // The Responses API: the same service, limits and admission as chat completions (src/http/routes/v1-responses.ts).
+  const requestLimits = services.config.server.requestLimits;
+  const responses = {
+    ...chat,
+    limits: { ...chat.limits, maxInputItems: requestLimits.maxMessages },
+    models: () => services.engine.listModels(),
+    retentionMs: 30 * 24 * 60 * 60 * 1000,
+    chainBounds: { maxResponses: 1000, maxItems: requestLimits.maxMessages, maxBytes: maxBodyBytes },
+  };
+  v1.post("/responses", (c) => createResponse(c, responses));
   // vLLM's route, at the root: what a Hearth gateway in front of this server pre-charges TPM with.
   app.use("/tokenize", declaredBodyLimit(maxBodyBytes), refuseWhileDraining, requireApiKey(services.tenancy));
   app.post("/tokenize", (c) =>
@@ -131,6 +144,9 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   v1.get("/models", (c) => listModels(c, services.modelAccess));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
   v1.all("/chat/completions", (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
+  v1.all("/responses", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });
   app.route("/v1", v1);

@@ -1,5 +1,5 @@
-// The one Server-Sent Events writer: data lines, comments, the [DONE] terminator, backpressure from the reader,
-// and disconnect and stall detection.
+// The one Server-Sent Events writer: data lines (named events too), comments, the [DONE] terminator, backpressure
+// from the reader, and disconnect and stall detection.
 import type { ErrorBody } from "./errors/api-error.js";
 
 export interface SseWriter {
@@ -7,6 +7,8 @@ export interface SseWriter {
   readonly open: boolean;
   /** Each write resolves once the reader has room for more: awaiting it is the backpressure. */
   data(payload: unknown): Promise<void>;
+  /** A named event (`event: <name>` then its data line): the Responses API's typed events. */
+  event(name: string, payload: unknown): Promise<void>;
   comment(text: string): Promise<void>;
   error(body: ErrorBody): Promise<void>;
   done(): Promise<void>;
@@ -108,6 +110,8 @@ export function sseStream(
       return open;
     },
     data: (payload) => write(`data: ${JSON.stringify(payload)}\n\n`),
+    // Names are the API's own constants (never client text): no newline can reach the event line.
+    event: (name, payload) => write(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`),
     comment: (text) => write(`: ${text}\n\n`),
     error: (body) => write(`data: ${JSON.stringify(body)}\n\n`),
     done: () => write("data: [DONE]\n\n"),

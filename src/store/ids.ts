@@ -7,6 +7,13 @@ export const ID_PREFIXES = Object.freeze({
   user: "user",
   invitation: "inv",
   flash: "flash",
+  // The Responses API's objects, as OpenAI spells them: a response and its items (messages, function calls and their
+  // outputs, reasoning).
+  response: "resp",
+  message: "msg",
+  functionCall: "fc",
+  functionCallOutput: "fco",
+  reasoning: "rs",
 } as const);
 export type IdKind = keyof typeof ID_PREFIXES;
 
@@ -48,6 +55,14 @@ export function idBytes(length: number): Buffer {
   const bytes = pool.subarray(pooled, pooled + length);
   pooled += length;
   return bytes;
+}
+
+/**
+ * A new id for an object that is not a secret (a response, its items), from the pooled bytes of `idBytes`: a
+ * response and its items take several ids per request. Same form as `newId`.
+ */
+export function newObjectId(kind: IdKind): string {
+  return `${ID_PREFIXES[kind]}_${base62(idBytes(16))}`;
 }
 
 /** A new id such as `org_3kTmd9x2QbZrW7vYp1Lc` (16 random bytes: collisions are not a concern). */

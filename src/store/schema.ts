@@ -14,6 +14,7 @@ import {
   timestamp,
   uniqueIndex,
 } from "drizzle-orm/pg-core";
+import type { ResponseItem, StoredResponse } from "../responses/types.js";
 
 // Timestamps with time zone so PostgreSQL servers in any zone agree on instants.
 const instant = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
@@ -131,6 +132,9 @@ export const usageRecords = pgTable(
     // The request's `user` (the caller's end-user id, at most 64 characters); null when absent. Not `user`: a
     // reserved word in SQL.
     user: text("end_user"),
+    // The API endpoint the request came through (usage/types.ts USAGE_ENDPOINTS); rows from before there were two
+    // endpoints are chat completions.
+    endpoint: text("endpoint").notNull().default("chat.completions"),
   },
   (t) => [
     index("usage_records_org_at_idx").on(t.orgId, t.at),
@@ -138,6 +142,7 @@ export const usageRecords = pgTable(
     // retried by the meter, and the retry must not count the request twice.
     uniqueIndex("usage_records_org_request_idx").on(t.orgId, t.requestId),
     check("usage_records_status_check", sql`${t.status} in ('completed', 'aborted', 'error')`),
+    check("usage_records_endpoint_check", sql`${t.endpoint} in ('chat.completions', 'responses')`),
   ],
 );
 
@@ -214,6 +219,36 @@ export const modelCatalogue = pgTable("model_catalogue", {
   updatedAt: instant("updated_at").notNull().defaultNow(),
 });
 
+// Stored responses of the Responses API (`store: true`), per organization, until `expires_at` (hearth.yaml's
+// responses.retention). Rows past it are invisible to reads and removed by the periodic sweep.
+export const responses = pgTable(
+  "responses",
+  {
+    // `resp_…`
+    id: text("id").primaryKey(),
+    orgId: text("org_id")
+      .notNull()
+      .references(() => organizations.id, { onDelete: "cascade" }),
+    model: text("model").notNull(),
+    createdAt: instant("created_at").notNull(),
+    expiresAt: instant("expires_at").notNull(),
+    // No foreign key: the response it continued may be deleted or expire first (the chain then starts here).
+    previousResponseId: text("previous_response_id"),
+    // This request's own input items, as GET /v1/responses/{id}/input_items lists them.
+    inputItems: jsonb("input_items").$type<ResponseItem[]>().notNull(),
+    // The response object as the client received it.
+    response: jsonb("response").$type<StoredResponse["response"]>().notNull(),
+    // UTF-8 bytes of the JSON of its input items and output items (each item's JSON, summed): its share of a
+    // rebuilt previous_response_id conversation, so the chain's byte bound is checked without loading the items.
+    size: integer("size").notNull(),
+  },
+  (t) => [
+    // Reads are by (org, id); the org_id prefix also serves the cascade when an organization is removed.
+    index("responses_org_id_idx").on(t.orgId, t.id),
+    index("responses_expires_at_idx").on(t.expiresAt),
+  ],
+);
+
 export type OrganizationRow = typeof organizations.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type ModelGrantRow = typeof modelGrants.$inferSelect;
@@ -224,3 +259,4 @@ export type UsageRecordRow = typeof usageRecords.$inferSelect;
 export type SessionRow = typeof sessions.$inferSelect;
 export type InvitationRow = typeof invitations.$inferSelect;
 export type ModelCatalogueRow = typeof modelCatalogue.$inferSelect;
+export type ResponseRow = typeof responses.$inferSelect;

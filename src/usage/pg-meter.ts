@@ -3,14 +3,20 @@
 // write whose first attempt did commit (its answer lost to a stopped or hung store) adds nothing.
 import type { StoreDb } from "../store/open-store.js";
 import { usageRecords } from "../store/schema.js";
-import type { UsageMeter, UsageRecord, UsageStatus } from "./types.js";
+import {
+  USAGE_ENDPOINTS,
+  type UsageEndpoint,
+  type UsageMeter,
+  type UsageRecord,
+  type UsageStatus,
+} from "./types.js";
 
 export interface PgUsageMeterOptions {
   /** Failed writes (the records stay buffered and are retried) and dropped records (UsageRecordsDroppedError). */
   onError: (err: unknown) => void;
   /** How long a record may wait in the buffer before it is written; what a `kill -9` can lose. Default 250. */
   flushIntervalMs?: number;
-  /** Rows per INSERT statement (PostgreSQL allows 65,535 parameters: 12 per row). Default 1,000. */
+  /** Rows per INSERT statement (PostgreSQL allows 65,535 parameters: 13 per row). Default 1,000. */
   maxBatch?: number;
   /**
    * Records held while the store is failing; past it the oldest are dropped (reported as
@@ -31,10 +37,11 @@ export const USAGE_METER_DEFAULTS = Object.freeze({
   disposeTimeoutMs: 5000,
 });
 
-// 12 bound parameters per row; PostgreSQL's wire protocol allows 65,535 per statement.
+// 13 bound parameters per row; PostgreSQL's wire protocol allows 65,535 per statement.
 const MAX_ROWS_PER_INSERT = 5000;
 const MAX_INT4 = 2_147_483_647;
 const STATUSES: ReadonlySet<UsageStatus> = new Set<UsageStatus>(["completed", "aborted", "error"]);
+const ENDPOINTS: ReadonlySet<UsageEndpoint> = new Set<UsageEndpoint>(USAGE_ENDPOINTS);
 
 /** Records the meter had to give up: the buffer was full, the store refused them, or it stayed down at stop. */
 export class UsageRecordsDroppedError extends Error {
@@ -253,6 +260,7 @@ function toRow(r: UsageRecord): Row {
     status: STATUSES.has(r.status) ? r.status : "error",
     latencyMs: count(r.latencyMs),
     user: r.user === undefined || r.user === "" ? null : text(r.user),
+    endpoint: r.endpoint !== undefined && ENDPOINTS.has(r.endpoint) ? r.endpoint : "chat.completions",
   };
 }
 

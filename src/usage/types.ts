@@ -1,6 +1,10 @@
-// The usage meter port: one record per admitted chat completion, buffered, never lost on a clean stop.
+// The usage meter port: one record per admitted completion (chat completions or responses), buffered, never lost on a clean stop.
 
 export type UsageStatus = "completed" | "aborted" | "error";
+
+/** The API endpoints a usage record can name (frozen registry; the column's check constraint lists the same). */
+export const USAGE_ENDPOINTS = Object.freeze(["chat.completions", "responses"] as const);
+export type UsageEndpoint = (typeof USAGE_ENDPOINTS)[number];
 
 export interface UsageRecord {
   /** When the request ended. */
@@ -18,6 +22,8 @@ export interface UsageRecord {
   latencyMs: number;
   /** The request's `user`, the caller's id for its end user (absent or empty: none). */
   user?: string | undefined;
+  /** The endpoint the request came through; absent: `chat.completions` (records made before there were two). */
+  endpoint?: UsageEndpoint | undefined;
 }
 
 export interface UsageMeter {

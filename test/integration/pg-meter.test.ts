@@ -244,6 +244,21 @@ describe.each(STORE_BACKENDS)("PgUsageMeter on %s", (_name, makeBackend) => {
     expect(errors).toEqual([]);
   });
 
+  it("stores the endpoint the request came through; chat.completions when the record names none", async () => {
+    const org = `org_${randomUUID()}`;
+    const { meter: m, errors } = meter({ flushIntervalMs: 60_000 });
+    m.record(usageRecord(org, 1, { endpoint: "responses" }));
+    m.record(usageRecord(org, 2));
+    m.record(usageRecord(org, 3, { endpoint: "chat.completions" }));
+    await m.flush();
+    expect((await rowsOf(org)).map((r) => r.endpoint)).toEqual([
+      "responses",
+      "chat.completions",
+      "chat.completions",
+    ]);
+    expect(errors).toEqual([]);
+  });
+
   it("dispose() writes the buffer and stops the timer; later records are written at once", async () => {
     const org = `org_${randomUUID()}`;
     const { meter: m } = meter({ flushIntervalMs: 60_000 });

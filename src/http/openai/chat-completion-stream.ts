@@ -117,7 +117,7 @@ function chunkDelta(
 }
 
 /** Waits for the next event, sending `: keep-alive` comments while a long prompt is being evaluated. */
-async function nextWithKeepAlive<T>(
+export async function nextWithKeepAlive<T>(
   iterator: AsyncIterator<T>,
   writer: SseWriter,
   keepAliveMs: number,

@@ -1,0 +1,197 @@
+// POST /v1/responses: the Responses API as a second front end over the completions service: parse (into the chat
+// request) → the same service → one response object or typed SSE events; stored per organization when asked.
+import { performance } from "node:perf_hooks";
+import type { Context } from "hono";
+import type { CompletionsService } from "../../completions/completions-service.js";
+import type { ModelInfo } from "../../engine/types.js";
+import type { Logger } from "../../observability/logger.js";
+import type { Metrics } from "../../observability/metrics.js";
+import {
+  type ChainBounds,
+  ResponseChainTooLargeError,
+  type ResponseItem,
+  type ResponsesStore,
+} from "../../responses/types.js";
+import { newObjectId } from "../../store/ids.js";
+import type { AppEnv } from "../env.js";
+import { ApiError, InvalidRequestError } from "../errors/api-error.js";
+import { domainApiError, mapDomainError } from "../errors/domain-errors.js";
+import { clientLeftSignal, nodeBindings, readBodyText } from "../node-request.js";
+import {
+  collectOutput,
+  finalStatus,
+  type ResponseMeta,
+  type ResponseObject,
+  type ResponseState,
+  responseObject,
+} from "../openai/responses/body.js";
+import { type InputItem, inputItemSchema, storedInputItems } from "../openai/responses/input-items.js";
+import {
+  chatFieldParam,
+  type ParsedResponsesRequest,
+  type ParseResponsesOptions,
+  parseResponsesBody,
+  parseResponsesRequest,
+  renamed,
+} from "../openai/responses/request.js";
+import { streamResponse } from "../openai/responses/stream.js";
+import { rateLimitHeaders } from "../rate-limit-headers.js";
+import { sseHeaders, sseStream } from "../sse.js";
+import { parseJsonBody } from "../validation.js";
+import type { ChatCompletionsDeps } from "./v1-chat-completions.js";
+
+export interface ResponsesDeps {
+  completions: CompletionsService;
+  logger: Logger;
+  metrics?: Pick<Metrics, "structuredOutputInvalid">;
+  /** The chat route's bounds, and the input items a request may have. */
+  limits: ChatCompletionsDeps["limits"] & { maxInputItems: number };
+  /** The served models: their sampling defaults are echoed where the request left temperature or top_p out. */
+  models: () => ModelInfo[];
+  /** Stored responses; absent: nothing is stored (`store` answers false, `previous_response_id` finds nothing). */
+  store?: ResponsesStore | undefined;
+  /** How long a stored response is kept. */
+  retentionMs: number;
+  /** What a `previous_response_id` conversation may hold. */
+  chainBounds: ChainBounds;
+}
+
+export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): Promise<Response> {
+  const startedAt = performance.now();
+  const requestId = c.get("requestId");
+  const principal = c.get("principal");
+  const left = new AbortController();
+  const signal = clientLeftSignal(c, left);
+  const options: ParseResponsesOptions = {
+    maxN: 1,
+    requestLimits: deps.limits.requestLimits,
+    maxInputItems: deps.limits.maxInputItems,
+    ...(deps.limits.schemaBudget === undefined ? {} : { schemaBudget: deps.limits.schemaBudget }),
+  };
+  const read = async (): Promise<ParsedResponsesRequest> => {
+    const text = await readBodyText(c, deps.limits.maxBodyBytes);
+    const body = parseResponsesBody(parseJsonBody(text), options);
+    c.set("model", body.body.model);
+    const previous = body.body.previous_response_id;
+    const history = previous === undefined ? [] : await conversation(deps, principal.orgId, previous);
+    return parseResponsesRequest(body, history, options);
+  };
+  let started: Awaited<ReturnType<CompletionsService["start"]>> & { request: ParsedResponsesRequest };
+  try {
+    started = await deps.completions.start(read, {
+      principal,
+      requestId,
+      startedAt,
+      signal,
+      endpoint: "responses",
+    });
+  } catch (err) {
+    // The engine's refusals name chat fields (`messages` for a prompt over the context): named as sent here.
+    const known = domainApiError(err) ?? err;
+    throw renamed(known, (param) => (param === "messages" ? "input" : chatFieldParam(param)));
+  }
+  const { generation, rateLimit, request } = started;
+  const { body, items } = request.responses;
+  const model = deps.models().find((m) => m.id === request.model);
+  const meta: ResponseMeta = {
+    id: newObjectId("response"),
+    createdAt: Math.floor(Date.now() / 1000),
+    model: request.model,
+    store: false,
+    temperature: model?.defaults?.temperature ?? 1,
+    topP: model?.defaults?.top_p ?? 1,
+  };
+  const render = (state: ResponseState, stored = false) =>
+    responseObject(body, { ...meta, store: stored }, state);
+  const onInvalid = (invalid: string) => {
+    deps.logger.warn({ requestId, invalid }, "structured output failed validation");
+    deps.metrics?.structuredOutputInvalid(request.model);
+  };
+  // Stores the ended response when asked; a store that fails costs the storing, never the reply or its usage.
+  const end = async (state: ResponseState): Promise<ResponseObject> => {
+    const store = deps.store;
+    if (body.store === false || store === undefined || signal.aborted) return render(state);
+    const stored = render(state, true);
+    try {
+      const createdAt = new Date(meta.createdAt * 1000);
+      await store.save({
+        id: meta.id,
+        orgId: principal.orgId,
+        model: request.model,
+        createdAt,
+        expiresAt: new Date(createdAt.getTime() + deps.retentionMs),
+        previousResponseId: body.previous_response_id,
+        inputItems: storedInputItems(items),
+        response: stored as unknown as ResponseObject & { output: ResponseItem[] },
+      });
+      return stored;
+    } catch (err) {
+      deps.logger.warn(
+        { err, requestId, responseId: meta.id },
+        "storing the response failed: answered with store false",
+      );
+      return render(state);
+    }
+  };
+  const headers = rateLimitHeaders(rateLimit);
+
+  if (!request.stream) {
+    const output = await collectOutput(generation, onInvalid);
+    const response = await end({ status: finalStatus(output), output: output.items, usage: output.usage });
+    return c.json(response, 200, headers);
+  }
+  const stream = sseStream(
+    (writer) =>
+      streamResponse(writer, generation.events, {
+        keepAliveMs: deps.limits.keepAliveMs,
+        render,
+        onInvalid,
+        onEnd: end,
+        onError: (err) => {
+          deps.logger.error({ err, requestId }, "error during stream");
+          return mapDomainError(err).toBody();
+        },
+      }),
+    {
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      onClientGone: () => left.abort(),
+      onStalled: () => {
+        deps.logger.warn(
+          { requestId, drainTimeoutMs: deps.limits.sseDrainTimeoutMs },
+          "client stopped reading the stream: connection destroyed, generation stopped",
+        );
+        const outgoing = nodeBindings(c)?.outgoing;
+        outgoing?.destroy();
+        return outgoing !== undefined;
+      },
+    },
+  );
+  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
+  return new Response(stream, {
+    status: 200,
+    headers: { ...sseHeaders(httpVersion), ...headers, "x-request-id": requestId },
+  });
+}
+
+/**
+ * The conversation `previous_response_id` continues, as input items. Another organization's id is answered
+ * exactly like an unknown one (no existence oracle).
+ */
+async function conversation(deps: ResponsesDeps, orgId: string, id: string): Promise<InputItem[]> {
+  let items: ResponseItem[] | undefined;
+  try {
+    items = await deps.store?.conversation(orgId, id, deps.chainBounds);
+  } catch (err) {
+    if (err instanceof ResponseChainTooLargeError)
+      throw new InvalidRequestError(err.message, "previous_response_id");
+    throw err;
+  }
+  if (items === undefined) {
+    throw new ApiError(404, "invalid_request_error", `Previous response with id '${id}' not found.`, {
+      param: "previous_response_id",
+      code: "not_found",
+    });
+  }
+  // Stored items are what this route stored: one that does not parse is a bug (a 500), not the client's input.
+  return items.map((item) => inputItemSchema.parse(item));
+}
