@@ -7,7 +7,8 @@ CREATE TABLE "responses" (
 	"previous_response_id" text,
 	"input_items" jsonb NOT NULL,
 	"response" jsonb NOT NULL,
-	"size" integer NOT NULL
+	"size" integer NOT NULL,
+	"item_count" integer NOT NULL
 );
 --> statement-breakpoint
 ALTER TABLE "usage_records" ADD COLUMN "endpoint" text DEFAULT 'chat.completions' NOT NULL;--> statement-breakpoint

@@ -128,6 +128,7 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     dataDir: resolve(env.HEARTH_DATA_DIR || ".hearth"),
     databaseUrl: env.HEARTH_DATABASE_URL || undefined,
     store: parsed.data.store,
+    responses: parsed.data.responses,
     memory: parsed.data.memory,
     redisUrl: env.HEARTH_REDIS_URL || undefined,
     modelsDir: resolve(env.HEARTH_MODELS_DIR || join(homedir(), ".cache", "hearth", "models")),

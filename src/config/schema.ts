@@ -2,6 +2,11 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import { parseByteSize, parseKeepAlive } from "./durations.js";
+import {
+  RESPONSES_CONFIG_DEFAULTS,
+  type ResponsesConfig,
+  responsesConfigSchema,
+} from "./responses-settings.js";
 import { SAMPLING_EXTENSIONS, type SamplingDefaults, samplingDefaultsSchema } from "./sampling-defaults.js";
 
 export const DEFAULT_MODEL_ID = "smollm2-135m-instruct";
@@ -461,6 +466,7 @@ export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
     store: storeConfigSchema.default(STORE_CONFIG_DEFAULTS),
+    responses: responsesConfigSchema.default(RESPONSES_CONFIG_DEFAULTS),
     models: z.array(modelEntrySchema).min(1).optional(),
     metrics: metricsConfigSchema.default({}),
     memory: memoryBudgetSchema.optional(),
@@ -498,6 +504,8 @@ export interface HearthConfig {
   memory?: MemoryBudget | undefined;
   /** Pool timeouts, store health, stale keys; optional so configs built by hand need not name it. */
   store?: StoreConfig | undefined;
+  /** Stored responses' retention and bounds (the `responses:` block); optional like `store`. */
+  responses?: ResponsesConfig | undefined;
   redisUrl: string | undefined;
   modelsDir: string;
   adminToken: string | undefined;

@@ -39,17 +39,38 @@ export function outputItems(response: StoredResponse["response"]): ResponseItem[
  * an empty page (the cursor points past everything this response holds).
  */
 export function pageItems(items: readonly ResponseItem[], query: InputItemsQuery): InputItemsPage {
-  const ordered = query.order === "asc" ? items : [...items].reverse();
-  let start = 0;
-  if (query.after !== undefined) {
-    const at = ordered.findIndex((item) => item.id === query.after);
-    start = at === -1 ? ordered.length : at + 1;
-  }
+  const after = query.after === undefined ? undefined : items.findIndex((item) => item.id === query.after);
+  const window = pageWindow(items.length, after, query);
+  const page = items.slice(window.from, window.to);
+  return { items: query.order === "desc" ? page.reverse() : page, hasMore: window.hasMore };
+}
+
+/** A page as positions in the stored array: items [from, to), listed in reverse for `desc`. */
+export interface PageWindow {
+  from: number;
+  to: number;
+  hasMore: boolean;
+}
+
+/**
+ * The page of `count` items after the item at position `afterIndex` (undefined: from the start of `order`; -1:
+ * an id no item has, so nothing follows). Shared by both stores so they page alike.
+ */
+export function pageWindow(
+  count: number,
+  afterIndex: number | undefined,
+  query: Pick<InputItemsQuery, "limit" | "order">,
+): PageWindow {
   const limit = Math.max(0, Math.floor(query.limit));
-  return {
-    items: ordered.slice(start, start + limit),
-    hasMore: start + limit < ordered.length,
-  };
+  // Positions in the listed order: asc lists the array as stored, desc from its end.
+  const listed = (index: number) => (query.order === "asc" ? index : count - 1 - index);
+  const start = afterIndex === undefined ? 0 : afterIndex < 0 ? count : listed(afterIndex) + 1;
+  const end = Math.min(count, start + limit);
+  const hasMore = end < count;
+  if (start >= end) return { from: 0, to: 0, hasMore };
+  return query.order === "asc"
+    ? { from: start, to: end, hasMore }
+    : { from: count - end, to: count - start, hasMore };
 }
 
 /** One response of a chain as read back, newest first, before its items are loaded. */

@@ -238,9 +238,10 @@ export const responses = pgTable(
     inputItems: jsonb("input_items").$type<ResponseItem[]>().notNull(),
     // The response object as the client received it.
     response: jsonb("response").$type<StoredResponse["response"]>().notNull(),
-    // UTF-8 bytes of the JSON of its input items and output items (each item's JSON, summed): its share of a
-    // rebuilt previous_response_id conversation, so the chain's byte bound is checked without loading the items.
+    // Its share of a rebuilt previous_response_id conversation, so that a chain's bounds are checked without
+    // loading any items: UTF-8 bytes of its input and output items' JSON (item by item, summed), and their number.
     size: integer("size").notNull(),
+    itemCount: integer("item_count").notNull(),
   },
   (t) => [
     // Reads are by (org, id); the org_id prefix also serves the cascade when an organization is removed.
