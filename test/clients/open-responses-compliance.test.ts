@@ -85,14 +85,14 @@ describe("Open Responses compliance", () => {
     expectCompliant(check("system-prompt"));
   });
 
-  it("tool-calling: a function_call output item", () => {
+  it("tool-calling (tool_choice required: a 135M model does not choose a tool itself): a function_call output item", () => {
     const result = check("tool-calling");
     expect(result.http_status).toBe(200);
     expect(result.schema_errors).toEqual([]);
     expect(result.output_types).toContain("function_call");
   });
 
-  it("tool-calling-streaming: output_item.added/done of a function_call and its arguments delta/done", () => {
+  it("tool-calling-streaming (tool_choice required): output_item.added/done of a function_call and its arguments delta/done", () => {
     const result = check("tool-calling-streaming");
     expect(result.http_status).toBe(200);
     expect(result.schema_errors).toEqual([]);
