@@ -9,6 +9,7 @@ import { ModelCatalogue, type ModelHost } from "../catalogue/catalogue.js";
 import { Accounting } from "../completions/accounting.js";
 import { CompletionsService } from "../completions/completions-service.js";
 import { ModelAccess } from "../completions/model-access.js";
+import { RESPONSES_CONFIG_DEFAULTS } from "../config/responses-settings.js";
 import { type HearthConfig, STORE_CONFIG_DEFAULTS } from "../config/schema.js";
 import type { Engine } from "../engine/types.js";
 import { type ClientAddress, createClientAddress } from "../http/client-address.js";
@@ -16,6 +17,9 @@ import { createRateLimiter } from "../limits/create-limiter.js";
 import type { RateLimiter } from "../limits/types.js";
 import type { Logger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
+import { PgResponsesStore } from "../responses/pg-store.js";
+import { ResponsesSweep, sweepIntervalMs } from "../responses/sweep.js";
+import type { ResponsesStore } from "../responses/types.js";
 import { openStore, type Store, type StoreDb } from "../store/open-store.js";
 import { closeRedis, connectRedis } from "../store/redis.js";
 import { StoreStatus } from "../store/store-status.js";
@@ -47,6 +51,8 @@ export interface Services {
   modelAccess: ModelAccess;
   /** Chat completions from a validated request to a metered generation (access, prepare, limits, queue). */
   completions: CompletionsService;
+  /** Stored responses of the Responses API, per organization (the store's, unless a test gave its own). */
+  responses: ResponsesStore;
   /**
    * The embedded models added, removed, loaded and unloaded at run time (stored, broadcast to the replicas); absent
    * when no embedded engine was given (an engine that cannot change its models).
@@ -69,6 +75,8 @@ export interface BuildServicesOptions {
   draining?: () => boolean;
   /** Tenancy settings tests change (clock, scrypt cost, cache TTL); the server keeps the defaults. */
   tenancy?: Pick<TenancyOptions, "now" | "passwordParams" | "cacheTtlMs" | "staleIfErrorMs">;
+  /** Stored responses somewhere else than the store (tests: the memory store). Default: the store's table. */
+  responses?: ResponsesStore;
 }
 
 /** The services and what they stand on, with one dispose for everything buildServices opened. */
@@ -132,6 +140,7 @@ export async function buildServices(
       storeReady: () => storeStatus.check(),
       ...(options.draining === undefined ? {} : { draining: options.draining }),
       ...(options.modelHost === undefined ? {} : { modelHost: options.modelHost }),
+      ...(options.responses === undefined ? {} : { responses: options.responses }),
     });
     // The models added or removed at run time, before the engine starts loading.
     await services.catalogue?.sync();
@@ -140,9 +149,11 @@ export async function buildServices(
     await store.close();
     throw err;
   }
+  const sweep = startResponsesSweep(services);
   let disposing: Promise<void> | undefined;
   const dispose = () => {
     disposing ??= (async () => {
+      await sweep.stop(); // a sweep under way ends before the store closes
       await disposeServices(services);
       await tenancy.dispose(); // writes the coalesced last_used_at times before the store closes
       await store.close();
@@ -185,6 +196,7 @@ interface ServiceParts {
   storeReady: () => Promise<boolean>;
   draining?: () => boolean;
   modelHost?: ModelHost;
+  responses?: ResponsesStore;
 }
 
 /** Builds the limiter, usage meter, metrics and accounting around the engine, tenancy and store. */
@@ -216,6 +228,7 @@ function createServices(parts: ServiceParts): Services {
     accounting,
     modelAccess,
     completions: new CompletionsService({ engine, access: modelAccess, limiter, accounting }),
+    responses: parts.responses ?? new PgResponsesStore(db),
     catalogue:
       parts.modelHost === undefined
         ? undefined
@@ -230,6 +243,19 @@ function createServices(parts: ServiceParts): Services {
     draining: parts.draining ?? (() => false),
     clientAddress: createClientAddress(config.server.trustedProxies),
   };
+}
+
+/** Removes expired stored responses every hour (sooner for a short retention); the first run a minute after start. */
+function startResponsesSweep(services: Services): ResponsesSweep {
+  const { logger } = services;
+  const intervalMs = sweepIntervalMs((services.config.responses ?? RESPONSES_CONFIG_DEFAULTS).retention);
+  return new ResponsesSweep({
+    removeExpired: (now) => services.responses.removeExpired(now),
+    intervalMs,
+    firstDelayMs: Math.min(intervalMs, 60_000),
+    onRemoved: (count) => logger.info({ count }, "expired stored responses removed"),
+    onError: (err) => logger.warn({ err }, "removing expired stored responses failed; will retry"),
+  });
 }
 
 /** Releases what createServices made (after the engine has drained and before the store closes). */

@@ -3,6 +3,7 @@ import { Hono, type MiddlewareHandler } from "hono";
 import type { Services } from "../app/services.js";
 import { adminTokenMatches } from "../auth/admin-token.js";
 import { schemaBudget } from "../chat/schema/budget.js";
+import { RESPONSES_CONFIG_DEFAULTS } from "../config/responses-settings.js";
 import type { ModelHealth } from "../engine/types.js";
 import { createAdminApp } from "./admin/app.js";
 import { createDashboardApp, type DashboardOptions } from "./dashboard/app.js";
@@ -26,6 +27,7 @@ import { tokenize } from "./routes/tokenize.js";
 import { chatCompletions } from "./routes/v1-chat-completions.js";
 import { listModels, retrieveModel } from "./routes/v1-models.js";
 import { createResponse } from "./routes/v1-responses.js";
+import { deleteResponse, listInputItems, retrieveResponse } from "./routes/v1-responses-by-id.js";
 
 /** Settings outside the config file: tests shorten the dashboard's sessions and sign-in throttles. */
 export interface AppOptions {
@@ -123,13 +125,12 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   };
   v1.post("/chat/completions", (c) => chatCompletions(c, chat));
   // The Responses API: the same service, limits and admission as chat completions (src/http/routes/v1-responses.ts).
-  const requestLimits = services.config.server.requestLimits;
+  const responsesConfig = services.config.responses ?? RESPONSES_CONFIG_DEFAULTS;
   const responses = {
     ...chat,
-    limits: { ...chat.limits, maxInputItems: requestLimits.maxMessages },
+    limits: { ...chat.limits, responses: responsesConfig },
     models: () => services.engine.listModels(),
-    retentionMs: 30 * 24 * 60 * 60 * 1000,
-    chainBounds: { maxResponses: 1000, maxItems: requestLimits.maxMessages, maxBytes: maxBodyBytes },
+    store: services.responses,
   };
   v1.post("/responses", (c) => createResponse(c, responses));
   // vLLM's route, at the root: what a Hearth gateway in front of this server pre-charges TPM with.
@@ -143,6 +144,11 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   );
   v1.get("/models", (c) => listModels(c, services.modelAccess));
   v1.get("/models/:id{.+}", (c) => retrieveModel(c, services.modelAccess));
+  // Stored responses (the Responses API's `store`), the key's organization's only.
+  const stored = { responses: services.responses };
+  v1.get("/responses/:id", (c) => retrieveResponse(c, stored));
+  v1.delete("/responses/:id", (c) => deleteResponse(c, stored));
+  v1.get("/responses/:id/input_items", (c) => listInputItems(c, stored));
   v1.all("/chat/completions", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });

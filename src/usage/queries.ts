@@ -21,7 +21,7 @@ export interface UsageTotals {
   errors: number;
 }
 
-export const USAGE_GROUP_BY = Object.freeze(["day", "model", "key"] as const);
+export const USAGE_GROUP_BY = Object.freeze(["day", "model", "key", "endpoint"] as const);
 export type UsageGroupBy = (typeof USAGE_GROUP_BY)[number];
 
 export interface UsageQuery {
@@ -29,7 +29,10 @@ export interface UsageQuery {
   since?: Date | undefined;
   /** Exclusive upper bound; absent = up to now (and anything later). */
   until?: Date | undefined;
-  /** "day": UTC days `YYYY-MM-DD`; "model": model ids; "key": API key ids. Absent: no groups. */
+  /**
+   * "day": UTC days `YYYY-MM-DD`; "model": model ids; "key": API key ids; "endpoint": `chat.completions` or
+   * `responses`. Absent: no groups.
+   */
   by?: UsageGroupBy | undefined;
   /** Only this model's records (e.g. one chart series: by day for one model). */
   model?: string | undefined;
@@ -66,6 +69,7 @@ const GROUP_KEYS: Readonly<Record<UsageGroupBy, SQL<string>>> = Object.freeze({
   day: sql<string>`to_char(${t.at} at time zone 'UTC', 'YYYY-MM-DD')`,
   model: sql<string>`${t.model}`,
   key: sql<string>`${t.keyId}`,
+  endpoint: sql<string>`${t.endpoint}`,
 });
 
 export function emptyUsageTotals(): UsageTotals {

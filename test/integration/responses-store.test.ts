@@ -8,6 +8,7 @@ import { openStore, type Store } from "../../src/store/open-store.js";
 import { organizations, responses } from "../../src/store/schema.js";
 import { responsesStoreContract, storedResponse, WIDE_BOUNDS } from "../support/responses-store-contract.js";
 import { type Backend, STORE_BACKENDS } from "../support/store-backends.js";
+import { startTestApp } from "../support/test-app.js";
 
 describe.each(STORE_BACKENDS)("PgResponsesStore on %s", (_name, makeBackend) => {
   let backend: Backend;
@@ -93,5 +94,39 @@ describe.each(STORE_BACKENDS)("PgResponsesStore on %s", (_name, makeBackend) => 
 
   it("refuses to save a response of an organization that does not exist", async () => {
     await expect(responsesStore.save(storedResponse(`org_${randomUUID()}`, clock))).rejects.toThrow();
+  });
+});
+
+describe("stored responses in the running app (PGlite)", () => {
+  it("the server sweeps expired responses on its own, and serves the stored ones by id", async () => {
+    // A one-second retention: the sweep runs a second after start, then every second.
+    const harness = await startTestApp({ responsesConfig: { retention: 1000 } });
+    try {
+      const principal = await harness.services.tenancy.keys.verify(harness.apiKey);
+      const orgId = principal?.orgId ?? "";
+      const clock = { now: new Date() };
+      const expired = storedResponse(orgId, { now: new Date(Date.now() - 10_000) }, { ttlMs: 1000 });
+      const live = storedResponse(orgId, clock, { ttlMs: 3_600_000 });
+      await harness.services.responses.save(expired);
+      await harness.services.responses.save(live);
+      const res = await harness.app.request(`/v1/responses/${live.id}/input_items?order=asc`, {
+        headers: { authorization: `Bearer ${harness.apiKey}` },
+      });
+      expect(await res.json()).toEqual({
+        object: "list",
+        data: live.inputItems,
+        first_id: live.inputItems[0]?.id,
+        last_id: live.inputItems[0]?.id,
+        has_more: false,
+      });
+      const deadline = Date.now() + 10_000;
+      while ((await harness.store.db.$count(responses, eq(responses.id, expired.id))) > 0) {
+        if (Date.now() > deadline) throw new Error("the expired response was not swept");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect((await harness.services.responses.get(orgId, live.id))?.id).toBe(live.id);
+    } finally {
+      await harness.close();
+    }
   });
 });

@@ -39,7 +39,13 @@ const RECORDS: UsageRecord[] = [
     user: "alice",
   }),
   row("2030-03-02T12:00:00.000Z", { status: "aborted", completionTokens: 2, user: "alice" }),
-  row("2030-03-04T08:00:00.000Z", { model: "small", status: "error", promptTokens: 30, completionTokens: 0 }),
+  row("2030-03-04T08:00:00.000Z", {
+    model: "small",
+    status: "error",
+    promptTokens: 30,
+    completionTokens: 0,
+    endpoint: "responses",
+  }),
   row("2030-03-02T10:00:00.000Z", { orgId: OTHER_ORG, promptTokens: 1000, user: "alice" }),
 ];
 
@@ -128,6 +134,15 @@ describe.each(STORE_BACKENDS)("UsageQueries on %s", (_name, makeBackend) => {
       ["key_a", 3],
       ["key_b", 1],
     ]);
+  });
+
+  it("groups by endpoint: records from before there were two count as chat completions", async () => {
+    const byEndpoint = await queries.summary(ORG, { by: "endpoint" });
+    expect(byEndpoint.groups.map((g) => [g.key, g.requests, g.prompt_tokens])).toEqual([
+      ["chat.completions", 3, 120],
+      ["responses", 1, 30],
+    ]);
+    expect(byEndpoint.totals).toEqual((await queries.summary(ORG)).totals);
   });
 
   it("filters by model: one chart series, by day", async () => {

@@ -10,6 +10,7 @@ import {
 } from "../../src/app/services.js";
 import { isModelHost } from "../../src/catalogue/catalogue.js";
 import { loadConfig } from "../../src/config/load.js";
+import { RESPONSES_CONFIG_DEFAULTS, type ResponsesConfig } from "../../src/config/responses-settings.js";
 import {
   type HearthConfig,
   type ModelConfig,
@@ -57,6 +58,10 @@ export interface TestAppOptions<E extends Engine> {
   app?: AppOptions;
   /** Create org `default` with every model, its first key and owner, as the first start does (default true). */
   bootstrap?: boolean;
+  /** Stored responses elsewhere than the store's table (e.g. a MemoryResponsesStore). */
+  responses?: BuildServicesOptions["responses"];
+  /** hearth.yaml's `responses:` block (retention in ms, bounds); missing fields take the defaults. */
+  responsesConfig?: Partial<ResponsesConfig>;
 }
 
 export interface TestApp<E extends Engine> {
@@ -110,6 +115,7 @@ export async function startTestApp<E extends Engine = FakeEngine>(
       ...(isModelHost(engine) ? { modelHost: engine } : {}),
       logger,
       tenancy: { passwordParams: FAST_SCRYPT, ...options.tenancy },
+      ...(options.responses === undefined ? {} : { responses: options.responses }),
     });
   } catch (err) {
     await engine.dispose();
@@ -179,6 +185,7 @@ function testConfig<E extends Engine>(backend: Backend, options: TestAppOptions<
   return {
     ...base,
     server: { ...base.server, ...options.server },
+    responses: { ...(base.responses ?? RESPONSES_CONFIG_DEFAULTS), ...options.responsesConfig },
     models,
     upstreamModels: [],
     modelIds: models.map((m) => m.id),

@@ -618,3 +618,73 @@ describe("refusals before the 200, named as sent", () => {
     expect(record).toMatchObject({ endpoint: "responses", model: FAKE_MODEL });
   });
 });
+
+describe("edge cases", () => {
+  it("answers a reply with no text as one empty message, streamed and not", async () => {
+    engine.replyOnce({ steps: [finish("stop")] });
+    const response = await create({ input: "Say nothing." });
+    expect(response.output).toEqual([
+      expect.objectContaining({
+        type: "message",
+        status: "completed",
+        content: [{ type: "output_text", text: "", annotations: [] }],
+      }),
+    ]);
+    engine.replyOnce({ steps: [finish("stop")] });
+    const sent = await events(await post({ model: FAKE_MODEL, input: "Say nothing.", stream: true }));
+    expect(sent.map((e) => e.event)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+  });
+
+  it("refuses more input items than responses.maxInputItems, naming input", async () => {
+    const items = Array.from({ length: 2049 }, () => ({ role: "user", content: "a" }));
+    const { status, error } = await refusal({ input: items });
+    expect(status).toBe(400);
+    expect(error).toMatchObject({ param: "input" });
+    expect(error.message).toContain("2048");
+  });
+});
+
+describe("items sent back as the SDKs give them", () => {
+  it("accepts openai-node's parsed_arguments on calls and parsed on text parts", async () => {
+    await create({
+      input: [
+        { role: "user", content: "Go." },
+        {
+          type: "function_call",
+          call_id: "call_1",
+          name: "f",
+          arguments: "{}",
+          parsed_arguments: {},
+          status: "completed",
+          id: "fc_1",
+        },
+        { type: "function_call_output", call_id: "call_1", output: "ok" },
+        {
+          type: "message",
+          role: "assistant",
+          status: "completed",
+          id: "msg_2",
+          content: [{ type: "output_text", text: "{}", annotations: [], parsed: {} }],
+        },
+        { role: "user", content: "Again." },
+      ],
+      tools: [{ type: "function", name: "f" }],
+    });
+    expect(lastRequest().messages.map((m) => m.role)).toEqual([
+      "user",
+      "assistant",
+      "tool",
+      "assistant",
+      "user",
+    ]);
+  });
+});

@@ -33,7 +33,7 @@ export function registerUsageCommand(program: Command, run: AdminRunner): void {
     .requiredOption("--org <name>", "organization")
     .option("--since <iso>", "from this instant on, e.g. 2030-01-31 (UTC midnight) or 2030-01-31T12:00:00Z")
     .option("--until <iso>", "up to this instant (exclusive)")
-    .option("--by <group>", "one row per day (UTC), model or key", groupBy)
+    .option("--by <group>", "one row per day (UTC), model, key or endpoint", groupBy)
     .option("--user <id>", "only the requests that sent this `user` (the end-user id, exact match)")
     .option("--json", "print one JSON object: the totals at the top level, and groups")
     .action(

@@ -3,15 +3,11 @@
 import { performance } from "node:perf_hooks";
 import type { Context } from "hono";
 import type { CompletionsService } from "../../completions/completions-service.js";
+import type { ResponsesConfig } from "../../config/responses-settings.js";
 import type { ModelInfo } from "../../engine/types.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
-import {
-  type ChainBounds,
-  ResponseChainTooLargeError,
-  type ResponseItem,
-  type ResponsesStore,
-} from "../../responses/types.js";
+import { ResponseChainTooLargeError, type ResponseItem, type ResponsesStore } from "../../responses/types.js";
 import { newObjectId } from "../../store/ids.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError } from "../errors/api-error.js";
@@ -44,16 +40,12 @@ export interface ResponsesDeps {
   completions: CompletionsService;
   logger: Logger;
   metrics?: Pick<Metrics, "structuredOutputInvalid">;
-  /** The chat route's bounds, and the input items a request may have. */
-  limits: ChatCompletionsDeps["limits"] & { maxInputItems: number };
+  /** The chat route's bounds, and hearth.yaml's `responses:` (retention, input and chain bounds). */
+  limits: ChatCompletionsDeps["limits"] & { responses: ResponsesConfig };
   /** The served models: their sampling defaults are echoed where the request left temperature or top_p out. */
   models: () => ModelInfo[];
   /** Stored responses; absent: nothing is stored (`store` answers false, `previous_response_id` finds nothing). */
   store?: ResponsesStore | undefined;
-  /** How long a stored response is kept. */
-  retentionMs: number;
-  /** What a `previous_response_id` conversation may hold. */
-  chainBounds: ChainBounds;
 }
 
 export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): Promise<Response> {
@@ -65,7 +57,7 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
   const options: ParseResponsesOptions = {
     maxN: 1,
     requestLimits: deps.limits.requestLimits,
-    maxInputItems: deps.limits.maxInputItems,
+    responses: deps.limits.responses,
     ...(deps.limits.schemaBudget === undefined ? {} : { schemaBudget: deps.limits.schemaBudget }),
   };
   const read = async (): Promise<ParsedResponsesRequest> => {
@@ -119,7 +111,7 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
         orgId: principal.orgId,
         model: request.model,
         createdAt,
-        expiresAt: new Date(createdAt.getTime() + deps.retentionMs),
+        expiresAt: new Date(createdAt.getTime() + deps.limits.responses.retention),
         previousResponseId: body.previous_response_id,
         inputItems: storedInputItems(items),
         response: stored as unknown as ResponseObject & { output: ResponseItem[] },
@@ -180,7 +172,7 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
 async function conversation(deps: ResponsesDeps, orgId: string, id: string): Promise<InputItem[]> {
   let items: ResponseItem[] | undefined;
   try {
-    items = await deps.store?.conversation(orgId, id, deps.chainBounds);
+    items = await deps.store?.conversation(orgId, id, deps.limits.responses.chain);
   } catch (err) {
     if (err instanceof ResponseChainTooLargeError)
       throw new InvalidRequestError(err.message, "previous_response_id");

@@ -27,6 +27,8 @@ const outputTextPart = z.strictObject({
   // An earlier reply sent back as it came: its annotations and logprobs are not put into the prompt.
   annotations: z.array(z.unknown()).optional(),
   logprobs: z.array(z.unknown()).optional(),
+  // What openai-node's `parse` adds to a part (the parsed object): the text is what counts.
+  parsed: z.unknown().optional(),
 });
 const refusalPart = z.strictObject({ type: z.literal("refusal"), refusal: z.string() });
 
@@ -69,6 +71,8 @@ const functionCallItem = z.strictObject({
   id: z.string().optional(),
   status: ITEM_STATUS.optional(),
   caller: z.unknown().optional(),
+  // What openai-node's `stream` and `parse` add to a call (its arguments parsed): `arguments` is the text.
+  parsed_arguments: z.unknown().optional(),
 });
 
 const functionOutputPart = z.preprocess(

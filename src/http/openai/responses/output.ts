@@ -105,9 +105,15 @@ export class ResponseOutput {
     return [...steps, this.append(call, event.text)];
   }
 
-  /** Closes the open item (end of the generation, or a cancel that never finished). */
+  /**
+   * Closes the open item (end of the generation, or a cancel that never finished). A reply with no item at all
+   * (the model ended at once) is one empty message, as OpenAI answers: clients read the last message's text.
+   */
   finish(): OutputStep[] {
-    return this.close(this.reason === "length" ? "incomplete" : "completed");
+    const status = this.reason === "length" ? "incomplete" : "completed";
+    const steps = this.close(status);
+    if (this.items.length === 0) steps.push(this.start(newMessage()), ...this.close(status));
+    return steps;
   }
 
   private start(item: OutputItem): OutputStep {

@@ -1,6 +1,8 @@
 // Parses a POST /v1/responses body: the Responses wire schema, its refusals, and its translation into the chat
 // request the chat parser checks (one set of guarantees for both endpoints), with each 400 named as sent here.
 import { z } from "zod";
+import type { ResponsesConfig } from "../../../config/responses-settings.js";
+import { inputBoundExceeded } from "../../../responses/bounds.js";
 import { ApiError, InvalidRequestError } from "../../errors/api-error.js";
 import { validate } from "../../validation.js";
 import { type ParseChatRequestOptions, type ParsedChatRequest, parseChatRequest } from "../chat-request.js";
@@ -138,8 +140,8 @@ const responsesRequestSchema = z.preprocess(
 export type ResponsesRequestBody = z.output<typeof responsesRequestSchema>;
 
 export interface ParseResponsesOptions extends ParseChatRequestOptions {
-  /** Input items per request at most (a 400 naming `input` beyond it). */
-  maxInputItems: number;
+  /** Input items and stored bytes per request at most (hearth.yaml `responses:`; a 400 naming `input` beyond). */
+  responses: Pick<ResponsesConfig, "maxInputItems" | "maxStoredBytes">;
 }
 
 /** The wire body validated, its items, before the conversation of a `previous_response_id` is known. */
@@ -152,12 +154,9 @@ export interface ResponsesBody {
 /** Validates the body's shape and bounds; nothing here renders, tokenizes or compiles. */
 export function parseResponsesBody(raw: unknown, options: ParseResponsesOptions): ResponsesBody {
   if (!isRecord(raw)) throw new InvalidRequestError("The request body must be a JSON object.");
-  if (Array.isArray(raw.input) && raw.input.length > options.maxInputItems) {
-    throw new InvalidRequestError(
-      `Invalid 'input': expected an array with at most ${options.maxInputItems} element(s), but got ${raw.input.length} instead.`,
-      "input",
-    );
-  }
+  // Before validating the items: how many there are bounds the work of everything after.
+  const exceeded = inputBoundExceeded(raw.input, options.responses);
+  if (exceeded !== undefined) throw new InvalidRequestError(exceeded.message, exceeded.param);
   const body = validate(raw, responsesRequestSchema);
   const input = body.input ?? [];
   const items: InputItem[] =
