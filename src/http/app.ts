@@ -149,6 +149,12 @@ export function createApp(services: Services, options: AppOptions = {}): Hono<Ap
   v1.get("/responses/:id", (c) => retrieveResponse(c, stored));
   v1.delete("/responses/:id", (c) => deleteResponse(c, stored));
   v1.get("/responses/:id/input_items", (c) => listInputItems(c, stored));
+  v1.on(["POST", "PUT", "PATCH"], ["/responses/:id", "/responses/:id/input_items"], (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
+  v1.delete("/responses/:id/input_items", (c) => {
+    throw new MethodNotAllowedError(c.req.method, c.req.path);
+  });
   v1.all("/chat/completions", (c) => {
     throw new MethodNotAllowedError(c.req.method, c.req.path);
   });

@@ -3,14 +3,16 @@
 import { and, eq, gt, inArray, lt, sql } from "drizzle-orm";
 import type { StoreDb } from "../store/open-store.js";
 import { responses } from "../store/schema.js";
+import { StoreUnavailableError } from "../store/store-status.js";
 import { boundedChain, type ChainLink, conversationShare, outputItems, pageWindow } from "./items.js";
-import type {
-  ChainBounds,
-  InputItemsPage,
-  InputItemsQuery,
-  ResponseItem,
-  ResponsesStore,
-  StoredResponse,
+import {
+  type ChainBounds,
+  type InputItemsPage,
+  type InputItemsQuery,
+  ResponseChainTooLargeError,
+  type ResponseItem,
+  type ResponsesStore,
+  type StoredResponse,
 } from "./types.js";
 
 export interface PgResponsesStoreOptions {
@@ -54,7 +56,11 @@ export class PgResponsesStore implements ResponsesStore {
       .onConflictDoNothing({ target: responses.id });
   }
 
-  async get(orgId: string, id: string): Promise<StoredResponse | undefined> {
+  get(orgId: string, id: string): Promise<StoredResponse | undefined> {
+    return unavailableAs(() => this.readResponse(orgId, id));
+  }
+
+  private async readResponse(orgId: string, id: string): Promise<StoredResponse | undefined> {
     const [row] = await this.db.select().from(responses).where(this.visible(orgId, id));
     if (row === undefined) return undefined;
     return {
@@ -69,7 +75,11 @@ export class PgResponsesStore implements ResponsesStore {
     };
   }
 
-  async delete(orgId: string, id: string): Promise<boolean> {
+  delete(orgId: string, id: string): Promise<boolean> {
+    return unavailableAs(() => this.deleteResponse(orgId, id));
+  }
+
+  private async deleteResponse(orgId: string, id: string): Promise<boolean> {
     const deleted = await this.db
       .delete(responses)
       .where(this.visible(orgId, id))
@@ -77,7 +87,15 @@ export class PgResponsesStore implements ResponsesStore {
     return deleted.length > 0;
   }
 
-  async inputItems(orgId: string, id: string, query: InputItemsQuery): Promise<InputItemsPage | undefined> {
+  inputItems(orgId: string, id: string, query: InputItemsQuery): Promise<InputItemsPage | undefined> {
+    return unavailableAs(() => this.readPage(orgId, id, query));
+  }
+
+  private async readPage(
+    orgId: string,
+    id: string,
+    query: InputItemsQuery,
+  ): Promise<InputItemsPage | undefined> {
     // First where the page lies (the count, and the cursor's position), then only that page's items.
     const [found] = await this.db
       .select({
@@ -105,7 +123,15 @@ export class PgResponsesStore implements ResponsesStore {
     return { items: query.order === "desc" ? items.reverse() : items, hasMore: window.hasMore };
   }
 
-  async conversation(orgId: string, id: string, bounds: ChainBounds): Promise<ResponseItem[] | undefined> {
+  conversation(orgId: string, id: string, bounds: ChainBounds): Promise<ResponseItem[] | undefined> {
+    return unavailableAs(() => this.readChain(orgId, id, bounds));
+  }
+
+  private async readChain(
+    orgId: string,
+    id: string,
+    bounds: ChainBounds,
+  ): Promise<ResponseItem[] | undefined> {
     const now = this.now();
     // The chain newest first, measured by the stored sizes only; one row more than allowed shows too long a chain,
     // and the depth bound also ends a cycle. A link that is missing (deleted, expired, another organization's)
@@ -177,6 +203,21 @@ export class PgResponsesStore implements ResponsesStore {
   /** The organization's unexpired response: another organization's id is as absent as an unknown one. */
   private visible(orgId: string, id: string) {
     return and(eq(responses.id, id), eq(responses.orgId, orgId), gt(responses.expiresAt, this.now()));
+  }
+}
+
+/**
+ * A read that fails because of the store (down, hung past the pool's bounds, refusing) is a StoreUnavailableError:
+ * the caller answers 503, retry later. A chain over its bounds is the client's and passes as it is.
+ */
+async function unavailableAs<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (err instanceof ResponseChainTooLargeError) throw err;
+    throw new StoreUnavailableError("stored responses cannot be read: the store is unavailable", {
+      cause: err,
+    });
   }
 }
 

@@ -51,6 +51,7 @@ describe.each(STORE_BACKENDS)("tenancy store on %s", (_name, makeBackend) => {
       "model_catalogue",
       "model_grants",
       "organizations",
+      "responses",
       "sessions",
       "usage_records",
       "users",

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryResponsesStore } from "../../src/responses/memory-store.js";
 import type { StoredResponse } from "../../src/responses/types.js";
+import { StoreUnavailableError } from "../../src/store/store-status.js";
 import { storedResponse } from "../support/responses-store-contract.js";
 import { startTestApp, type TestApp } from "../support/test-app.js";
 
@@ -158,6 +159,22 @@ describe("stored responses by id", () => {
     expect(ok.status).toBe(200);
   });
 
+  it("another method on these paths is a 405 naming it", async () => {
+    for (const [method, path] of [
+      ["POST", "/v1/responses/resp_1"],
+      ["PUT", "/v1/responses/resp_1"],
+      ["PATCH", "/v1/responses/resp_1/input_items"],
+      ["DELETE", "/v1/responses/resp_1/input_items"],
+    ] as const) {
+      const res = await request(method, path);
+      expect([method, path, res.status]).toEqual([method, path, 405]);
+      expect((await json(res)).error).toMatchObject({
+        code: "method_not_allowed",
+        message: `Method ${method} is not allowed on ${path}.`,
+      });
+    }
+  });
+
   it("needs a valid API key, like every /v1 route", async () => {
     const record = await saved();
     for (const [method, path] of [
@@ -172,16 +189,21 @@ describe("stored responses by id", () => {
     expect(store.size).toBeGreaterThan(0);
   });
 
-  it("a store that cannot answer is a 503 to retry, not a 500", async () => {
+  it("a store that cannot answer is a 503 to retry, not a 500; any other failure stays a 500", async () => {
     const failing = store.get;
     store.get = async () => {
-      throw new Error("connection terminated unexpectedly");
+      throw new StoreUnavailableError("stored responses cannot be read: the store is unavailable");
     };
     try {
       const res = await request("GET", "/v1/responses/resp_any");
       expect(res.status).toBe(503);
       expect(res.headers.get("retry-after")).toBe("2");
       expect((await json(res)).error).toMatchObject({ type: "server_error", code: "store_unavailable" });
+      store.get = async () => {
+        throw new TypeError("a bug");
+      };
+      const bug = await request("GET", "/v1/responses/resp_any");
+      expect(bug.status).toBe(500);
     } finally {
       store.get = failing;
     }

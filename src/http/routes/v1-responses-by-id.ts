@@ -3,6 +3,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { ResponsesStore } from "../../responses/types.js";
+import { StoreUnavailableError } from "../../store/store-status.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError, NotFoundError } from "../errors/api-error.js";
 import { validate } from "../validation.js";
@@ -98,12 +99,12 @@ function queryOf(c: Context<AppEnv>, lists: readonly string[]): Record<string, u
 
 const STORE_RETRY_AFTER_SECONDS = 2;
 
-/** A store that cannot answer (down, hung past its timeouts) is a 503 to retry, not a 500. */
+/** A store that cannot answer (down, hung past its timeouts) is a 503 to retry; anything else stays a bug (500). */
 async function fromStore<T>(read: () => Promise<T>): Promise<T> {
   try {
     return await read();
   } catch (err) {
-    if (err instanceof ApiError) throw err;
+    if (!(err instanceof StoreUnavailableError)) throw err;
     throw new ApiError(
       503,
       "server_error",
