@@ -37,7 +37,7 @@ const PROVIDERS: { name: string; model: () => LanguageModel; route: string }[] =
 
 /** Runs `client` and checks that it made `requests` successful requests, all to `route`. */
 async function through<T>(route: string, requests: number, client: () => Promise<T>): Promise<T> {
-  const mark = logMark();
+  const mark = await logMark();
   const result = await client();
   const served = await servedSince(mark);
   expect(routes(served)).toEqual(Array(requests).fill(route));

@@ -118,7 +118,7 @@ async function codexExec(prompt: string): Promise<CodexRun> {
     lastMessageFile,
     prompt,
   ];
-  const mark = logMark();
+  const mark = await logMark();
   const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
     (resolve) => {
       const child = execFile(

@@ -9,9 +9,25 @@ export interface ServedRequest {
   status: number;
 }
 
-/** A place in the log: the requests served after it are the ones a test's client made (files run one at a time). */
-export function logMark(): number {
-  return statSync(inject("hearthLogFile")).size;
+/**
+ * A place in the log: the requests served after it are the ones a test's client made (files run one at a time).
+ * A request's line is written just after its response (and then copied from the server's stdout): the mark waits
+ * until the log is quiet, so the lines of requests that just finished (a failed test's too) fall before it.
+ */
+export async function logMark(): Promise<number> {
+  return quietSize();
+}
+
+async function quietSize(quietMs = 300): Promise<number> {
+  const file = inject("hearthLogFile");
+  let size = statSync(file).size;
+  for (let waited = 0; waited < 5_000; waited += quietMs) {
+    await new Promise((resolve) => setTimeout(resolve, quietMs));
+    const now = statSync(file).size;
+    if (now === size) break;
+    size = now;
+  }
+  return size;
 }
 
 function parse(text: string): ServedRequest[] {
@@ -33,20 +49,10 @@ function parse(text: string): ServedRequest[] {
   return served;
 }
 
-/**
- * The requests served since `mark`. A request's line is written just after its response (and then copied from the
- * server's stdout), so this waits until the log has been quiet for a moment.
- */
-export async function servedSince(mark: number, quietMs = 400): Promise<ServedRequest[]> {
-  const file = inject("hearthLogFile");
-  let size = statSync(file).size;
-  for (let waited = 0; waited < 5_000; waited += quietMs) {
-    await new Promise((resolve) => setTimeout(resolve, quietMs));
-    const now = statSync(file).size;
-    if (now === size) break;
-    size = now;
-  }
-  return parse(readFileSync(file).subarray(mark).toString());
+/** The requests served since `mark`, once the log is quiet (see logMark). */
+export async function servedSince(mark: number): Promise<ServedRequest[]> {
+  const end = await quietSize();
+  return parse(readFileSync(inject("hearthLogFile")).subarray(mark, end).toString());
 }
 
 /** `METHOD path` of each request, for assertions that read like the log. */

@@ -76,7 +76,7 @@ function functionCall(response: Response): ResponseFunctionToolCall {
 
 describe("openai-node responses", () => {
   it("responses.create with a string input and instructions: a text message, usage, the fields echoed", async () => {
-    const mark = logMark();
+    const mark = await logMark();
     const response = await client.responses.create({
       model,
       instructions: "You are a helpful assistant. Answer in one short sentence.",
@@ -191,8 +191,25 @@ describe("openai-node responses", () => {
     expectTextMessage(answer);
     expect(answer.previous_response_id).toBe(first.id);
     expect(text).toBe(answer.output_text);
-    // The continuation carried the first turn: more input than the function output alone.
-    expect(answer.usage?.input_tokens).toBeGreaterThan(first.usage?.input_tokens ?? 0);
+    // The continuation is the conversation rebuilt from the stored first turn: the same prompt, token for token, as
+    // the same items sent inline.
+    const inline = await client.responses.create({
+      model,
+      input: [
+        { role: "user", content: WEATHER_PROMPT },
+        call,
+        { type: "function_call_output", call_id: call.call_id, output: JSON.stringify({ sky: "sunny" }) },
+      ],
+      tools: [GET_WEATHER],
+      tool_choice: "none",
+      store: false,
+      temperature: 0,
+      max_output_tokens: 16,
+    });
+    expect(answer.usage?.input_tokens).toBe(inline.usage?.input_tokens);
+    // Its own input items are the function output only: the first turn is reached through previous_response_id.
+    const own = await client.responses.inputItems.list(answer.id);
+    expect(own.data.map((item) => item.type)).toEqual(["function_call_output"]);
   });
 
   it("a function tool round trip with the items sent back (store false, no previous_response_id)", async () => {
@@ -282,7 +299,7 @@ describe("openai-node responses", () => {
     const descending = await client.responses.inputItems.list(created.id, { order: "desc" });
     expect(descending.data.map((item) => item.id)).toEqual(items.map((item) => item.id).reverse());
 
-    const mark = logMark();
+    const mark = await logMark();
     await client.responses.delete(created.id);
     await expect(client.responses.retrieve(created.id)).rejects.toBeInstanceOf(NotFoundError);
     await expect(client.responses.delete(created.id)).rejects.toBeInstanceOf(NotFoundError);

@@ -42,7 +42,7 @@ function expectText(summary: Summary): void {
 function scriptRun(script: string): () => { checks: PythonChecks; served: ServedRequest[] } {
   let run: { checks: PythonChecks; served: ServedRequest[] } | undefined;
   beforeAll(async () => {
-    const mark = logMark();
+    const mark = await logMark();
     const checks = await runPythonChecks(script);
     run = { checks, served: await servedSince(mark) };
   }, SCRIPT_TIMEOUT_MS);
