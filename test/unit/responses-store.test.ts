@@ -181,3 +181,58 @@ describe("previous_response_id", () => {
     });
   });
 });
+
+describe("item_reference", () => {
+  it("replaces a reference with the stored output item it names (the AI SDK's way with store on)", async () => {
+    engine.replyOnce({ steps: [...callTool(0, "lookup", '{"q":"y"}'), finish("tool_calls")] });
+    const first = await create({ input: "Look y up.", tools: [{ type: "function", name: "lookup" }] });
+    const call = first.output[0];
+    expect(call.id).toBe(`fc_${first.id.slice(5)}0`);
+    engine.replyOnce({ steps: say("y is 2.") });
+    const second = await create({
+      input: [
+        { role: "user", content: "Look y up." },
+        { type: "item_reference", id: call.id },
+        { type: "function_call_output", call_id: call.call_id, output: "2" },
+      ],
+      tools: [{ type: "function", name: "lookup" }],
+    });
+    expect(lastRequest().messages).toEqual([
+      { role: "user", content: "Look y up." },
+      {
+        role: "assistant",
+        content: "",
+        toolCalls: [{ id: call.call_id, name: "lookup", arguments: '{"q":"y"}' }],
+      },
+      { role: "tool", content: "2", toolCallId: call.call_id },
+    ]);
+    // Stored with the item itself, so a later previous_response_id needs no reference.
+    const stored = await harness.services.responses.get(orgId, second.id);
+    expect(stored?.inputItems[1]).toMatchObject({
+      type: "function_call",
+      id: call.id,
+      call_id: call.call_id,
+    });
+    // Without `type`, an object with only an id is a reference too (OpenAI's shape).
+    await create({
+      input: [
+        { role: "user", content: "Look y up." },
+        { id: call.id },
+        { type: "function_call_output", call_id: call.call_id, output: "2" },
+      ],
+      tools: [{ type: "function", name: "lookup" }],
+    });
+  });
+
+  it("answers a reference to another organization's item like an unknown one", async () => {
+    engine.replyOnce({ steps: say("Mine.") });
+    const mine = await create({ input: "Mine." });
+    const { key } = await harness.services.tenancy.keys.create("other");
+    const theirs = await post({ input: [{ type: "item_reference", id: mine.output[0].id }] }, key);
+    expect(theirs.status).toBe(404);
+    expect(((await theirs.json()) as Json).error).toMatchObject({
+      message: `Item with id '${mine.output[0].id}' not found.`,
+      param: "input[0].id",
+    });
+  });
+});

@@ -2,6 +2,7 @@
 // numbers), items mapped onto the chat request, refusals named as sent, errors before and after the 200.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { GenerationRequest } from "../../src/engine/types.js";
+import { outputItemId, outputItemPlace } from "../../src/http/openai/responses/output.js";
 import {
   callTool,
   FAKE_MODEL,
@@ -502,13 +503,19 @@ describe("refusals before the 200, named as sent", () => {
     expect(error.message).toContain(`'${type}'`);
   });
 
-  it("refuses unknown item types, item references, and hosted tool choices", async () => {
+  it("refuses unknown item types, unknown item references, and hosted tool choices", async () => {
     expect((await refusal({ input: [{ type: "web_search_call", id: "ws_1" }] })).error.param).toBe(
       "input[0].type",
     );
-    expect((await refusal({ input: [{ type: "item_reference", id: "msg_1" }] })).error.param).toBe(
-      "input[0].type",
-    );
+    expect(await refusal({ input: [{ type: "item_reference", id: "msg_1" }] })).toEqual({
+      status: 404,
+      error: {
+        message: "Item with id 'msg_1' not found.",
+        type: "invalid_request_error",
+        param: "input[0].id",
+        code: "not_found",
+      },
+    });
     const hosted = await refusal({
       input: "Hi.",
       tools: [{ type: "function", name: "f" }],
@@ -686,5 +693,23 @@ describe("items sent back as the SDKs give them", () => {
       "assistant",
       "user",
     ]);
+  });
+});
+
+describe("output item ids", () => {
+  it("name their response and place, and nothing else parses as one", () => {
+    const responseId = `resp_${"a1B2".repeat(5)}xY`;
+    const id = outputItemId("functionCall", responseId, 12);
+    expect(id).toBe(`fc_${"a1B2".repeat(5)}xY12`);
+    expect(outputItemPlace(id)).toEqual({ responseId, index: 12 });
+    for (const other of [
+      "msg_1",
+      `msg_${"a".repeat(22)}`,
+      `msg_${"a".repeat(22)}01`,
+      `call_${"a".repeat(22)}0`,
+      "fc_x",
+    ]) {
+      expect(outputItemPlace(other)).toBeUndefined();
+    }
   });
 });

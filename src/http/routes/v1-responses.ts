@@ -7,7 +7,12 @@ import type { ResponsesConfig } from "../../config/responses-settings.js";
 import type { ModelInfo } from "../../engine/types.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
-import { ResponseChainTooLargeError, type ResponseItem, type ResponsesStore } from "../../responses/types.js";
+import {
+  ResponseChainTooLargeError,
+  type ResponseItem,
+  type ResponsesStore,
+  type StoredResponse,
+} from "../../responses/types.js";
 import { newObjectId } from "../../store/ids.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError } from "../errors/api-error.js";
@@ -21,7 +26,13 @@ import {
   type ResponseState,
   responseObject,
 } from "../openai/responses/body.js";
-import { type InputItem, inputItemSchema, storedInputItems } from "../openai/responses/input-items.js";
+import {
+  type InputItem,
+  inputItemSchema,
+  type ResolvedItem,
+  storedInputItems,
+} from "../openai/responses/input-items.js";
+import { outputItemPlace } from "../openai/responses/output.js";
 import {
   chatFieldParam,
   type ParsedResponsesRequest,
@@ -66,7 +77,8 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
     c.set("model", body.body.model);
     const previous = body.body.previous_response_id;
     const history = previous === undefined ? [] : await conversation(deps, principal.orgId, previous);
-    return parseResponsesRequest(body, history, options);
+    const items = await resolveReferences(deps, principal.orgId, body.items);
+    return parseResponsesRequest({ body: body.body, items }, history, options);
   };
   let started: Awaited<ReturnType<CompletionsService["start"]>> & { request: ParsedResponsesRequest };
   try {
@@ -128,13 +140,14 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
   const headers = rateLimitHeaders(rateLimit);
 
   if (!request.stream) {
-    const output = await collectOutput(generation, onInvalid);
+    const output = await collectOutput(generation, meta.id, onInvalid);
     const response = await end({ status: finalStatus(output), output: output.items, usage: output.usage });
     return c.json(response, 200, headers);
   }
   const stream = sseStream(
     (writer) =>
       streamResponse(writer, generation.events, {
+        responseId: meta.id,
         keepAliveMs: deps.limits.keepAliveMs,
         render,
         onInvalid,
@@ -165,11 +178,58 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
   });
 }
 
+/** A 404 naming a field, as OpenAI answers for a stored object that is not there. */
+function notFound(message: string, param: string): ApiError {
+  return new ApiError(404, "invalid_request_error", message, { param, code: "not_found" });
+}
+
+/**
+ * Each `item_reference` replaced by the stored output item it names. An output item's id names its response
+ * (outputItemPlace), so one read per referenced response finds it; responses read are bounded by the chain's
+ * `maxResponses`. An id that is not the organization's is a 404 like an unknown one.
+ */
+async function resolveReferences(
+  deps: ResponsesDeps,
+  orgId: string,
+  items: InputItem[],
+): Promise<ResolvedItem[]> {
+  const read = new Map<string, Promise<StoredResponse | undefined>>();
+  const resolved: ResolvedItem[] = [];
+  for (const [index, item] of items.entries()) {
+    if (item.type !== "item_reference") {
+      resolved.push(item);
+      continue;
+    }
+    const place = outputItemPlace(item.id);
+    let found: ResponseItem | undefined;
+    if (place !== undefined && deps.store !== undefined) {
+      let response = read.get(place.responseId);
+      if (response === undefined) {
+        const bound = deps.limits.responses.chain.maxResponses;
+        if (read.size >= bound) {
+          throw new InvalidRequestError(
+            `Invalid 'input': its item references name more than ${bound} responses.`,
+            `input[${index}].id`,
+          );
+        }
+        response = deps.store.get(orgId, place.responseId);
+        read.set(place.responseId, response);
+      }
+      const candidate = (await response)?.response.output[place.index];
+      if (candidate?.id === item.id) found = candidate;
+    }
+    if (found === undefined) throw notFound(`Item with id '${item.id}' not found.`, `input[${index}].id`);
+    // A stored output item is a message, function call or reasoning item: never a reference.
+    resolved.push(inputItemSchema.parse(found) as ResolvedItem);
+  }
+  return resolved;
+}
+
 /**
  * The conversation `previous_response_id` continues, as input items. Another organization's id is answered
  * exactly like an unknown one (no existence oracle).
  */
-async function conversation(deps: ResponsesDeps, orgId: string, id: string): Promise<InputItem[]> {
+async function conversation(deps: ResponsesDeps, orgId: string, id: string): Promise<ResolvedItem[]> {
   let items: ResponseItem[] | undefined;
   try {
     items = await deps.store?.conversation(orgId, id, deps.limits.responses.chain);
@@ -179,11 +239,8 @@ async function conversation(deps: ResponsesDeps, orgId: string, id: string): Pro
     throw err;
   }
   if (items === undefined) {
-    throw new ApiError(404, "invalid_request_error", `Previous response with id '${id}' not found.`, {
-      param: "previous_response_id",
-      code: "not_found",
-    });
+    throw notFound(`Previous response with id '${id}' not found.`, "previous_response_id");
   }
-  // Stored items are what this route stored: one that does not parse is a bug (a 500), not the client's input.
-  return items.map((item) => inputItemSchema.parse(item));
+  // Stored items are what this route stored (references resolved): one that does not parse is a bug (a 500).
+  return items.map((item) => inputItemSchema.parse(item) as ResolvedItem);
 }

@@ -105,9 +105,10 @@ export function responseUsage(counts: UsageCounts): ResponseUsage {
 /** Reads the whole generation; a failure propagates (the route answers it as chat does: an error status). */
 export async function collectOutput(
   generation: Generation,
+  responseId: string,
   onInvalid: (invalid: string) => void,
 ): Promise<ResponseOutput> {
-  const output = new ResponseOutput();
+  const output = new ResponseOutput(responseId);
   for await (const event of generation.events) {
     if (event.type === "finish" && event.invalid !== undefined) onInvalid(event.invalid);
     output.apply(event);

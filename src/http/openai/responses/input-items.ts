@@ -105,13 +105,18 @@ const reasoningItem = z.strictObject({
   status: ITEM_STATUS.optional(),
 });
 
-const ITEM_TYPES = ["message", "function_call", "function_call_output", "reasoning"];
+/** An earlier output item by its id (what the AI SDK sends for earlier turns when its `store` is on). */
+const itemReference = z.strictObject({ type: z.literal("item_reference"), id: z.string().min(1).max(256) });
+
+const ITEM_TYPES = ["message", "function_call", "function_call_output", "reasoning", "item_reference"];
 
 /** An input item; `type` may be left out of a message (`{"role": "user", "content": "Hi"}`), as OpenAI allows. */
 export const inputItemSchema = z.preprocess(
   (value) => {
     const item = dropNullFields(value);
-    return isRecord(item) && item.type === undefined && "role" in item ? { ...item, type: "message" } : item;
+    if (!isRecord(item) || item.type !== undefined) return item;
+    if ("role" in item) return { ...item, type: "message" };
+    return "id" in item ? { ...item, type: "item_reference" } : item;
   },
   z
     .looseObject({ type: z.string() })
@@ -122,17 +127,26 @@ export const inputItemSchema = z.preprocess(
           path: ["type"],
           message:
             `Input items of type '${item.type}' are not supported: Hearth takes 'message', 'function_call', ` +
-            "'function_call_output' and 'reasoning' items (built-in tools, item references and compaction are not served).",
+            "'function_call_output', 'reasoning' and 'item_reference' items (built-in tools and compaction are not served).",
         });
       }
     })
     .pipe(
-      z.discriminatedUnion("type", [messageItem, functionCallItem, functionCallOutputItem, reasoningItem]),
+      z.discriminatedUnion("type", [
+        messageItem,
+        functionCallItem,
+        functionCallOutputItem,
+        reasoningItem,
+        itemReference,
+      ]),
     ),
 );
 
+/** An input item as sent: references not yet resolved. */
 export type InputItem = z.output<typeof inputItemSchema>;
-type MessageItem = Extract<InputItem, { type: "message" }>;
+/** An input item with every reference replaced by the item it names. */
+export type ResolvedItem = Exclude<InputItem, { type: "item_reference" }>;
+type MessageItem = Extract<ResolvedItem, { type: "message" }>;
 
 /** A chat message as the chat parser takes it (its wire shape). */
 export type ChatWireMessage = Record<string, unknown>;
@@ -157,7 +171,7 @@ export interface ChatMessages {
  * Items → chat messages, in order. Consecutive assistant text and function calls become one assistant message with
  * `tool_calls` (what chat templates render); reasoning items go to the next assistant message's `reasoning`.
  */
-export function itemsToMessages(items: readonly InputItem[]): ChatMessages {
+export function itemsToMessages(items: readonly ResolvedItem[]): ChatMessages {
   const messages: ChatWireMessage[] = [];
   const origins: MessageOrigin[] = [];
   let open: { message: ChatWireMessage; origin: Extract<MessageOrigin, { kind: "assistant" }> } | undefined;
@@ -285,7 +299,7 @@ export function messageParam(
  * and an id (`msg_…`, `fc_…`, `rs_…`, kept when the client sent one), message content as parts.
  */
 export function storedInputItems(
-  items: readonly InputItem[],
+  items: readonly ResolvedItem[],
 ): ({ type: string; id: string } & Record<string, unknown>)[] {
   return items.map((item) => {
     switch (item.type) {

@@ -1,7 +1,7 @@
 // The output items of one response built from the engine's events (reasoning, message, function calls), as steps
 // the streamed events follow one by one and the non-streamed body reads at the end: one state machine for both.
 import type { FinishReason, GenerationEvent, UsageCounts } from "../../../engine/types.js";
-import { newObjectId } from "../../../store/ids.js";
+import { ID_PREFIXES } from "../../../store/ids.js";
 import { toolCallId } from "../wire.js";
 
 export type ItemStatus = "in_progress" | "completed" | "incomplete";
@@ -50,6 +50,25 @@ export type OutputStep =
   | { kind: "delta"; index: number; item: OutputItem; text: string }
   | { kind: "close"; index: number; item: OutputItem };
 
+/**
+ * An output item's id: its kind's prefix, its response's id and its place in the output (`msg_<response>2`), so an
+ * `item_reference` finds its response (outputItemPlace) without a search of every stored item.
+ */
+export function outputItemId(
+  kind: "message" | "functionCall" | "reasoning",
+  responseId: string,
+  index: number,
+): string {
+  return `${ID_PREFIXES[kind]}_${responseId.slice(responseId.indexOf("_") + 1)}${index}`;
+}
+
+/** The response id and output index an output item's id names; undefined for an id Hearth did not make so. */
+export function outputItemPlace(itemId: string): { responseId: string; index: number } | undefined {
+  const match = /^(?:msg|fc|rs)_([0-9A-Za-z]{22})(0|[1-9][0-9]{0,5})$/.exec(itemId);
+  if (match === null) return undefined;
+  return { responseId: `${ID_PREFIXES.response}_${match[1]}`, index: Number(match[2]) };
+}
+
 /** Accumulates choice 0 of a generation (a Responses request asks for one). */
 export class ResponseOutput {
   readonly items: OutputItem[] = [];
@@ -58,6 +77,13 @@ export class ResponseOutput {
   private open: OutputItem | undefined;
   /** The engine's call number → its item. */
   private readonly calls = new Map<number, FunctionCallItem>();
+
+  /** `responseId`: the `resp_…` id the items' ids are made from. */
+  constructor(private readonly responseId: string) {}
+
+  private itemId(kind: "message" | "functionCall" | "reasoning"): string {
+    return outputItemId(kind, this.responseId, this.items.length);
+  }
 
   /** Applies one engine event; returns the steps it made, in order. */
   apply(event: GenerationEvent): OutputStep[] {
@@ -78,14 +104,18 @@ export class ResponseOutput {
       const type = target === undefined ? "message" : "reasoning";
       if (this.open?.type !== type) {
         steps.push(...this.close("completed"));
-        steps.push(this.start(type === "message" ? newMessage() : newReasoning()));
+        steps.push(
+          this.start(
+            type === "message" ? newMessage(this.itemId("message")) : newReasoning(this.itemId("reasoning")),
+          ),
+        );
       }
       return [...steps, this.append(this.open as OutputItem, event.text)];
     }
     if (target.name !== undefined) {
       steps.push(...this.close("completed"));
       const call: FunctionCallItem = {
-        id: newObjectId("functionCall"),
+        id: this.itemId("functionCall"),
         type: "function_call",
         status: "in_progress",
         call_id: toolCallId(),
@@ -112,7 +142,8 @@ export class ResponseOutput {
   finish(): OutputStep[] {
     const status = this.reason === "length" ? "incomplete" : "completed";
     const steps = this.close(status);
-    if (this.items.length === 0) steps.push(this.start(newMessage()), ...this.close(status));
+    if (this.items.length === 0)
+      steps.push(this.start(newMessage(this.itemId("message"))), ...this.close(status));
     return steps;
   }
 
@@ -137,9 +168,9 @@ export class ResponseOutput {
   }
 }
 
-function newMessage(): MessageItem {
+function newMessage(id: string): MessageItem {
   return {
-    id: newObjectId("message"),
+    id,
     type: "message",
     status: "in_progress",
     role: "assistant",
@@ -147,9 +178,9 @@ function newMessage(): MessageItem {
   };
 }
 
-function newReasoning(): ReasoningItem {
+function newReasoning(id: string): ReasoningItem {
   return {
-    id: newObjectId("reasoning"),
+    id,
     type: "reasoning",
     summary: [],
     content: [{ type: "reasoning_text", text: "" }],

@@ -15,6 +15,7 @@ import {
   itemsToMessages,
   type MessageOrigin,
   messageParam,
+  type ResolvedItem,
 } from "./input-items.js";
 
 /** OpenAI's `include` values: none changes what Hearth returns (it has no hosted tools, logprobs stay empty). */
@@ -147,7 +148,7 @@ export interface ParseResponsesOptions extends ParseChatRequestOptions {
 /** The wire body validated, its items, before the conversation of a `previous_response_id` is known. */
 export interface ResponsesBody {
   body: ResponsesRequestBody;
-  /** This request's own items (`input` as a string is one user message). */
+  /** This request's own items (`input` as a string is one user message); references not yet resolved. */
   items: InputItem[];
 }
 
@@ -164,9 +165,9 @@ export function parseResponsesBody(raw: unknown, options: ParseResponsesOptions)
   return { body, items };
 }
 
-/** The completions service's request, plus what the Responses reply needs. */
+/** The completions service's request, plus what the Responses reply needs: the body and its resolved items. */
 export interface ParsedResponsesRequest extends ParsedChatRequest {
-  responses: ResponsesBody;
+  responses: { body: ResponsesRequestBody; items: ResolvedItem[] };
 }
 
 /**
@@ -175,8 +176,8 @@ export interface ParsedResponsesRequest extends ParsedChatRequest {
  * `previous_response_id` conversation, oldest first (their instructions are not carried over, as at OpenAI).
  */
 export function parseResponsesRequest(
-  parsed: ResponsesBody,
-  history: readonly InputItem[],
+  parsed: { body: ResponsesRequestBody; items: ResolvedItem[] },
+  history: readonly ResolvedItem[],
   options: ParseResponsesOptions,
 ): ParsedResponsesRequest {
   const { body, items } = parsed;

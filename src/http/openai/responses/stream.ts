@@ -8,6 +8,8 @@ import type { ResponseObject, ResponseState } from "./body.js";
 import { type OutputItem, type OutputStep, ResponseOutput } from "./output.js";
 
 export interface ResponseStreamOptions {
+  /** The `resp_…` id (output item ids are made from it). */
+  responseId: string;
   keepAliveMs: number;
   /** The response object at a state (the route binds the request's echo and meta). */
   render: (state: ResponseState) => ResponseObject;
@@ -29,7 +31,7 @@ export async function streamResponse(
   let sequence = 0;
   const send = (type: string, fields: Record<string, unknown>) =>
     writer.event(type, { type, ...fields, sequence_number: sequence++ });
-  const output = new ResponseOutput();
+  const output = new ResponseOutput(options.responseId);
   const state = (status: ResponseState["status"]): ResponseState => ({
     status,
     output: output.items,
