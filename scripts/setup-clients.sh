@@ -6,8 +6,8 @@
 #
 #   scripts/setup-clients.sh [--check]
 #
-#   --check   install nothing: print the finished cache, or fail when there is none (the test tier uses this, so
-#             nothing is downloaded while tests run)
+#   --check   install nothing: print the finished cache, or fail when there is none (.ci/run makes the cache
+#             before the tests, so the tier's own call only ever finds it: nothing is downloaded while tests run)
 #
 # Cache: ${HEARTH_CACHE_DIR:-$HOME/.cache/hearth}/clients/<sha256 of both pin files and the python version, 12 hex>/
 #   venv/    the virtualenv (python3 -m venv), the requirements installed with pip
@@ -26,7 +26,7 @@ for arg in "$@"; do
   case "$arg" in
     --check) check_only=true ;;
     -h | --help)
-      sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
       exit 0
       ;;
     *) fail "unknown argument: $arg (see --help)" ;;
