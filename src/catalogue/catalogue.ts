@@ -1,12 +1,14 @@
 // The model catalogue: hearth.yaml's embedded models are the seed, models added or removed at run time are stored
 // (model_catalogue) and every change reaches the other replicas through the cache-invalidation broadcast. Every
 // change is in the audit log, made by "admin" (the admin API, the CLI and the operator view all hold the admin token).
+
 import { eq } from "drizzle-orm";
 import type { ModelConfig } from "../config/schema.js";
 import { modelConfigSchema } from "../config/schema.js";
 import { ModelCatalogueError } from "../engine/errors.js";
 import type { ModelHealth } from "../engine/types.js";
 import type { Logger } from "../observability/logger.js";
+import { Refusal } from "../refusal.js";
 import type { StoreDb } from "../store/open-store.js";
 import { modelCatalogue } from "../store/schema.js";
 import { ADMIN_ACTOR, writeAudit } from "../tenancy/audit.js";
@@ -31,8 +33,9 @@ export function isModelHost(engine: object): engine is ModelHost {
 }
 
 /** A model entry given at run time failed the same checks as one in hearth.yaml. */
-export class ModelEntryError extends Error {
+export class ModelEntryError extends Refusal {
   override name = "ModelEntryError";
+  readonly fault = "client";
   constructor(
     message: string,
     /** The entry's field at fault ("contextSize"), when one is. */

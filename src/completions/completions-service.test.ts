@@ -17,8 +17,9 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../engine/types.js";
-import { InvalidRequestError, RateLimitError } from "../http/errors/api-error.js";
+import { InvalidRequestError } from "../http/errors/api-error.js";
 import { createRateLimiter } from "../limits/create-limiter.js";
+import { RateLimitRefusal } from "../limits/rate-limit-refusal.js";
 import { createLogger } from "../observability/logger.js";
 import { Metrics } from "../observability/metrics.js";
 import type { UsageMeter, UsageRecord } from "../usage/types.js";
@@ -178,7 +179,7 @@ describe("CompletionsService", () => {
     await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(InvalidRequestError);
     await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(InvalidRequestError);
     expect((await limiter.snapshot(principal)).requests?.remaining).toBe(0);
-    await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(RateLimitError);
+    await expect(service.start(invalid, caller)).rejects.toBeInstanceOf(RateLimitRefusal);
     expect(reads).toBe(2);
     expect(engine.calls).toEqual([]);
   });
@@ -186,14 +187,14 @@ describe("CompletionsService", () => {
   it("neither prepares nor queues when the requests limit refuses", async () => {
     const { engine, service, caller } = setup({ rpm: 1, tpm: 1000 });
     await service.start(() => request(), caller);
-    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(RateLimitError);
+    await expect(service.start(() => request(), caller)).rejects.toBeInstanceOf(RateLimitRefusal);
     expect(engine.calls).toEqual(["prepare", "enqueue"]);
   });
 
   it("queues nothing when the tokens would exceed the limit; the request still counts", async () => {
     const { engine, limiter, service, principal, caller } = setup({ rpm: 10, tpm: 20 });
     // 7 prompt + 10 × 2 choices = 27 > 20.
-    await expect(service.start(() => request({ n: 2 }), caller)).rejects.toBeInstanceOf(RateLimitError);
+    await expect(service.start(() => request({ n: 2 }), caller)).rejects.toBeInstanceOf(RateLimitRefusal);
     expect(engine.calls).toEqual(["prepare"]);
     expect(await limiter.snapshot(principal)).toMatchObject({
       requests: { remaining: 9 },

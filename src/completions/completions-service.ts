@@ -3,9 +3,9 @@
 import { randomInt } from "node:crypto";
 import { RequestAbortedError } from "../engine/errors.js";
 import type { Engine, Generation, GenerationRequest, ModelInfo, PromptCount } from "../engine/types.js";
-import { mapDomainError } from "../http/errors/domain-errors.js";
 import { limitsTokens } from "../limits/org-rate-limiter.js";
 import type { RateLimiter, RequestCharge } from "../limits/types.js";
+import { isClientsDoing } from "../refusal.js";
 import type { Accounting } from "./accounting.js";
 import type { ModelAccess } from "./model-access.js";
 import { withModelDefaults } from "./model-defaults.js";
@@ -27,8 +27,9 @@ export class CompletionsService {
    * unknown or ungranted model (404) or models loading (503); the prompt does not fit (400); tokens per minute
    * (429); queue full or timed out (503); the client left while queued (499).
    *
-   * Every refusal after the first keeps the request counted when it was the client's doing (a 4xx), as OpenAI
-   * counts unsuccessful requests; a 5xx (overloaded, loading, a server error) gives it back.
+   * Every refusal after the first keeps the request counted when it was the client's doing (its `fault` says so:
+   * bad input, its limits, it left), as OpenAI counts unsuccessful requests; the server's (overloaded, loading) and
+   * anything that is not a refusal (a bug) give it back.
    */
   async start<R extends CompletionRequest>(
     read: () => R | Promise<R>,
@@ -61,7 +62,7 @@ export class CompletionsService {
 
   /**
    * Counts the request (RPM) before any work on it, then runs `work`; a refusal that is not the client's doing
-   * (a 5xx) gives the request back. Counted before parsing, rendering, tokenizing or building a grammar: a key at
+   * (the server's, or a bug) gives the request back. Counted before parsing, rendering, tokenizing or building a grammar: a key at
    * its RPM gets its 429 for the price of one window update, however expensive the request it sent.
    */
   private async counted<T>(
@@ -72,7 +73,7 @@ export class CompletionsService {
     try {
       return await work(charge);
     } catch (err) {
-      if (!clientsDoing(err)) await charge.refund();
+      if (!isClientsDoing(err)) await charge.refund();
       throw err;
     }
   }
@@ -105,7 +106,7 @@ export class CompletionsService {
       generation = await engine.enqueue(prepared);
     } catch (err) {
       // Refused after the charge, nothing generated: the tokens go back; the request too unless the client left.
-      if (clientsDoing(err)) await admission.settle(0);
+      if (isClientsDoing(err)) await admission.settle(0);
       else await admission.refund();
       throw err;
     }
@@ -121,11 +122,6 @@ export class CompletionsService {
     });
     return { generation: metered, rateLimit: admission.snapshot };
   }
-}
-
-/** A refusal the client caused (its answer is a 4xx: bad input, its limits, it left), so its request counts. */
-function clientsDoing(err: unknown): boolean {
-  return mapDomainError(err).status < 500;
 }
 
 /** The engine's request: the model's sampling defaults fill what the request left out (here, once the model is known). */

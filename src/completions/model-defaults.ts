@@ -1,16 +1,7 @@
 // A model's sampling defaults (hearth.yaml `defaults`) applied to the fields a request leaves out.
 import type { SamplingDefaults } from "../config/sampling-defaults.js";
 import type { SamplingParams } from "../engine/types.js";
-import type { RequestedSampling } from "./types.js";
-
-/** The sampling fields a request or a model's defaults may leave out, by their engine names. */
-export interface SamplingFields {
-  temperature?: number;
-  topP?: number;
-  topK?: number;
-  minP?: number;
-  repetitionPenalty?: number;
-}
+import type { RequestedSampling, SamplingFields } from "./types.js";
 
 /** OpenAI's values for the fields nobody set (vLLM's extensions have none: they stay out). */
 const OPENAI_DEFAULTS = Object.freeze({ temperature: 1, topP: 1 });

@@ -9,7 +9,15 @@ import type {
 } from "../engine/types.js";
 import type { RateSnapshot } from "../limits/types.js";
 import type { UsageEndpoint } from "../usage/types.js";
-import type { SamplingFields } from "./model-defaults.js";
+
+/** The sampling fields a request or a model's defaults may leave out, by their engine names. */
+export interface SamplingFields {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  minP?: number;
+  repetitionPenalty?: number;
+}
 
 /**
  * The request's sampling: the fields a model's `defaults` may fill are absent when the request leaves them out

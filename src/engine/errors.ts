@@ -1,15 +1,18 @@
-// Domain failures of the engine; app/ maps them to HTTP errors.
+// Refusals of the engine, each saying whose doing it was; src/http/errors/domain-errors.ts maps them to HTTP errors.
+import { Refusal } from "../refusal.js";
 
-export class UnknownModelError extends Error {
+export class UnknownModelError extends Refusal {
   override name = "UnknownModelError";
+  readonly fault = "client";
   constructor(readonly model: string) {
     super(`Unknown model ${model}`);
   }
 }
 
 /** Prompt + max_tokens do not fit in one sequence's context. */
-export class ContextOverflowError extends Error {
+export class ContextOverflowError extends Refusal {
   override name = "ContextOverflowError";
+  readonly fault = "client";
   constructor(
     readonly contextSize: number,
     readonly promptTokens: number,
@@ -27,8 +30,9 @@ export class ContextOverflowError extends Error {
  * The prompt has more characters than the model's context can plausibly hold (`contextSize` × the model's
  * `promptCharsPerToken`): refused before it is tokenized, since tokenizing holds the event loop for every request.
  */
-export class PromptTooLongError extends Error {
+export class PromptTooLongError extends Refusal {
   override name = "PromptTooLongError";
+  readonly fault = "client";
   constructor(
     readonly contextSize: number,
     readonly chars: number,
@@ -41,16 +45,18 @@ export class PromptTooLongError extends Error {
 }
 
 /** The model's bounded queue is full, or the engine is draining. */
-export class QueueFullError extends Error {
+export class QueueFullError extends Refusal {
   override name = "QueueFullError";
+  readonly fault = "server";
   constructor(readonly model: string) {
     super(`The engine for model ${model} is overloaded: every sequence is busy and the queue is full.`);
   }
 }
 
 /** The request waited in the model's queue longer than its `queueTimeoutMs`; nothing was generated. */
-export class QueueTimeoutError extends Error {
+export class QueueTimeoutError extends Refusal {
   override name = "QueueTimeoutError";
+  readonly fault = "server";
   constructor(
     readonly model: string,
     readonly timeoutMs: number,
@@ -62,21 +68,22 @@ export class QueueTimeoutError extends Error {
 }
 
 /** The request's signal aborted before it left the queue (the client left); nothing was generated. */
-export class RequestAbortedError extends Error {
+export class RequestAbortedError extends Refusal {
   // The conventional name, so code that checks `err.name === "AbortError"` recognises it.
   override name = "AbortError";
+  readonly fault = "client";
   constructor(readonly model: string) {
     super(`The request for model ${model} was aborted before it was admitted.`);
   }
 }
 
-/** n is more than the model can generate at once: its parallel sequences, or what its upstream engine supports. */
 /**
  * The request offers tools, and the engine serving its model cannot make tool calls (a llama-server whose chat
  * template has no tool support answers such a request in plain text, ignoring the tools and `tool_choice`).
  */
-export class ToolsUnsupportedError extends Error {
+export class ToolsUnsupportedError extends Refusal {
   override name = "ToolsUnsupportedError";
+  readonly fault = "client";
   constructor(readonly model: string) {
     super(
       `Model ${model} cannot call tools: the chat template of the engine serving it has no tool support. Send the request without 'tools' (or with tool_choice 'none'), or serve the model with a chat template that supports tool calls.`,
@@ -84,8 +91,10 @@ export class ToolsUnsupportedError extends Error {
   }
 }
 
-export class TooManyChoicesError extends Error {
+/** n is more than the model can generate at once: its parallel sequences, or what its upstream engine supports. */
+export class TooManyChoicesError extends Refusal {
   override name = "TooManyChoicesError";
+  readonly fault = "client";
   constructor(
     readonly n: number,
     readonly max: number,
@@ -96,8 +105,9 @@ export class TooManyChoicesError extends Error {
 }
 
 /** The request sets one of vLLM's sampling extensions, and the engine serving its model does not take them. */
-export class SamplingFieldUnsupportedError extends Error {
+export class SamplingFieldUnsupportedError extends Refusal {
   override name = "SamplingFieldUnsupportedError";
+  readonly fault = "client";
   constructor(
     readonly model: string,
     /** The request's field: top_k, min_p or repetition_penalty. */
@@ -111,8 +121,9 @@ export class SamplingFieldUnsupportedError extends Error {
 }
 
 /** A `logit_bias` key is not a token id of the model's vocabulary (ids 0 to `vocabularySize` − 1). */
-export class UnknownTokenError extends Error {
+export class UnknownTokenError extends Refusal {
   override name = "UnknownTokenError";
+  readonly fault = "client";
   constructor(
     readonly token: number,
     readonly vocabularySize: number,
@@ -124,8 +135,9 @@ export class UnknownTokenError extends Error {
 }
 
 /** The model cannot serve now: still loading (embedded), or no healthy endpoint (upstream). */
-export class EngineNotReadyError extends Error {
+export class EngineNotReadyError extends Refusal {
   override name = "EngineNotReadyError";
+  readonly fault = "server";
   constructor(
     readonly model: string,
     /** Why, in words ("loading", "no healthy endpoint"). */
@@ -136,8 +148,9 @@ export class EngineNotReadyError extends Error {
 }
 
 /** Loading the model would exceed the memory budget even with every idle model unloaded. */
-export class ModelMemoryError extends Error {
+export class ModelMemoryError extends Refusal {
   override name = "ModelMemoryError";
+  readonly fault = "server";
   constructor(
     readonly model: string,
     readonly resource: "ram" | "vram",
@@ -153,8 +166,9 @@ export class ModelMemoryError extends Error {
 }
 
 /** The model is configured but not in the catalogue any more, or an id added twice. */
-export class ModelCatalogueError extends Error {
+export class ModelCatalogueError extends Refusal {
   override name = "ModelCatalogueError";
+  readonly fault = "client";
   constructor(
     readonly model: string,
     readonly reason: "exists" | "not_found",

@@ -1,10 +1,11 @@
-// Requests and tokens per minute per organization: admission with a token pre-charge, settlement, 429s as OpenAI words them.
-import { RateLimitError, type RateLimitKind } from "../http/errors/api-error.js";
-import { formatDuration, rateLimitHeaders } from "../http/rate-limit-headers.js";
+// Requests and tokens per minute per organization: admission with a token pre-charge, settlement, and refusals that
+// carry what their 429 needs.
 import type { Logger } from "../observability/logger.js";
+import { RateLimitRefusal } from "./rate-limit-refusal.js";
 import type {
   Admission,
   AdmitOptions,
+  LimitKind,
   LimitSubject,
   RateLimiter,
   RateSnapshot,
@@ -154,11 +155,7 @@ export class OrgRateLimiter implements RateLimiter {
   }
 
   /** One window's headers state, read without charging (the other window of a refusal). */
-  private async windowState(
-    kind: RateLimitKind,
-    limit: number | undefined,
-    key: string,
-  ): Promise<RateSnapshot> {
+  private async windowState(kind: LimitKind, limit: number | undefined, key: string): Promise<RateSnapshot> {
     if (limit === undefined) return {};
     return stateOf(kind, limit, await this.windows.read(key), 0);
   }
@@ -174,14 +171,17 @@ export class OrgRateLimiter implements RateLimiter {
     await this.windows.subtract(charge.key, points, charge.count.store);
   }
 
-  private async tooLarge(subject: LimitSubject, tpm: number, requested: number): Promise<RateLimitError> {
-    const snapshot = await this.snapshot(subject);
-    return new RateLimitError(
-      "tokens",
-      `Request too large for tokens per min (TPM) in organization ${subject.orgName}: Limit ${tpm}, ` +
-        `Requested ${requested}. The input or output tokens must be reduced in order to run successfully.`,
-      { retryAfterMs: this.windows.windowMs, headers: rateLimitHeaders(snapshot), retryable: false },
-    );
+  private async tooLarge(subject: LimitSubject, tpm: number, requested: number): Promise<RateLimitRefusal> {
+    return new RateLimitRefusal({
+      kind: "tokens",
+      reason: "too_large",
+      orgName: subject.orgName,
+      limit: tpm,
+      used: 0,
+      requested,
+      retryAfterMs: this.windows.windowMs,
+      snapshot: await this.snapshot(subject),
+    });
   }
 }
 
@@ -225,7 +225,7 @@ function toPoints(tokens: number): number {
 
 /** A window's headers state; `ownPoints` is a charge already given back, so not counted as used. */
 function stateOf(
-  kind: RateLimitKind,
+  kind: LimitKind,
   limit: number | undefined,
   count: WindowCount | undefined,
   ownPoints: number,
@@ -242,21 +242,22 @@ function stateOf(
 
 function refusal(
   subject: LimitSubject,
-  kind: RateLimitKind,
+  kind: LimitKind,
   limit: number,
   consumed: number,
   requested: number,
   snapshot: RateSnapshot,
-): RateLimitError {
+): RateLimitRefusal {
   const window = kind === "requests" ? snapshot.requests : snapshot.tokens;
-  const retryAfterMs = Math.min(60_000, Math.max(1, Math.ceil(window?.resetMs ?? 0)));
-  // Concurrent refusals may count for an instant; the text never reports more used than the limit.
-  const used = Math.min(limit, Math.max(0, consumed - requested));
-  const name = kind === "requests" ? "requests per min (RPM)" : "tokens per min (TPM)";
-  return new RateLimitError(
+  return new RateLimitRefusal({
     kind,
-    `Rate limit reached for ${name} in organization ${subject.orgName}: Limit ${limit}, Used ${used}, ` +
-      `Requested ${requested}. Please try again in ${formatDuration(retryAfterMs)}.`,
-    { retryAfterMs, headers: rateLimitHeaders(snapshot) },
-  );
+    reason: "exhausted",
+    orgName: subject.orgName,
+    limit,
+    // Concurrent refusals may count for an instant; the text never reports more used than the limit.
+    used: Math.min(limit, Math.max(0, consumed - requested)),
+    requested,
+    retryAfterMs: Math.min(60_000, Math.max(1, Math.ceil(window?.resetMs ?? 0))),
+    snapshot,
+  });
 }

@@ -27,6 +27,9 @@ export interface RateSnapshot {
   tokens?: WindowState;
 }
 
+/** Which limit: requests per minute (RPM) or tokens per minute (TPM). */
+export type LimitKind = keyof RateSnapshot;
+
 /**
  * One request counted in its organization's requests window (RPM), before any work is done on it: a request
  * refused later for its own fault (a 400, a TPM 429, the client leaving) keeps counting, as OpenAI's do.
@@ -54,13 +57,13 @@ export interface Admission {
 
 export interface RateLimiter {
   /**
-   * Counts one request in the requests window (RPM), before any work on it; throws RateLimitError (429 with
-   * retry-after) when the window is full, counting nothing.
+   * Counts one request in the requests window (RPM), before any work on it; throws RateLimitRefusal (a 429 with
+   * retry-after at the edge) when the window is full, counting nothing.
    */
   chargeRequest(subject: LimitSubject): Promise<RequestCharge>;
   /**
    * Pre-charges `tokens` (prompt + max_tokens) to the tokens window (TPM) of a request already counted; throws
-   * RateLimitError when there is no room, taking no tokens (the request stays counted).
+   * RateLimitRefusal when there is no room, taking no tokens (the request stays counted).
    */
   admitTokens(request: RequestCharge, tokens: number, options?: AdmitOptions): Promise<Admission>;
   /**

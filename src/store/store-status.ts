@@ -1,9 +1,11 @@
 // Whether the store answers: one bounded, cached ping that /health and the request path share, so a PostgreSQL
 // outage is seen by the load balancer and answered at once (a 503, or a cached key) instead of by a hang per request.
+import { Refusal } from "../refusal.js";
 
 /** The store could not be reached or did not answer in time; retrying later may succeed. */
-export class StoreUnavailableError extends Error {
+export class StoreUnavailableError extends Refusal {
   override name = "StoreUnavailableError";
+  readonly fault = "server";
   constructor(message = "the store is unavailable", options?: { cause?: unknown }) {
     super(message, options);
   }

@@ -5,7 +5,9 @@ import type { StoreDb } from "../store/open-store.js";
 import { auditLog } from "../store/schema.js";
 import { TenancyValidationError } from "./errors.js";
 import { requireOrgRow, type StoreTx } from "./tenancy-store.js";
-import type { AuditQuery } from "./types.js";
+import type { Actor, AuditQuery } from "./types.js";
+
+export type { Actor };
 
 const MAX_AUDIT_PAGE = 1000;
 
@@ -50,9 +52,6 @@ export type AuditAction =
 export const ADMIN_ACTOR = "admin";
 /** The server itself, e.g. the first-start bootstrap. */
 export const SYSTEM_ACTOR = "system";
-/** "admin", "system", or a user id (`user_…`) once the dashboard acts for signed-in users. */
-export type Actor = string;
-
 export interface AuditEntry {
   id: number;
   at: Date;

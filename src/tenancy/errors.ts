@@ -1,7 +1,12 @@
-// Expected tenancy failures as small named errors; the admin API maps them to HTTP statuses.
+// Expected tenancy failures as small named refusals; src/http/errors/domain-errors.ts maps them to HTTP statuses.
+import { Refusal } from "../refusal.js";
 
-/** Base of every expected tenancy failure, so callers can tell them from bugs with one instanceof. */
-export abstract class TenancyError extends Error {
+/**
+ * Base of every expected tenancy failure, so callers can tell them from bugs with one instanceof. Each is the
+ * client's doing: a name, a key or a change the caller asked for that the tenancy refuses.
+ */
+export abstract class TenancyError extends Refusal {
+  readonly fault = "client";
   constructor(message: string) {
     super(message);
     this.name = new.target.name;

@@ -1,5 +1,7 @@
 // The tenancy services' value types: what callers get back and pass in. Never a secret except in Created*.
-import type { Actor } from "./audit.js";
+
+/** Who made a change (audit.ts): "admin", "system", or a user id (`user_…`) when the dashboard acts for a user. */
+export type Actor = string;
 
 export const MEMBERSHIP_ROLES = Object.freeze(["owner", "member"] as const);
 export type MembershipRole = (typeof MEMBERSHIP_ROLES)[number];

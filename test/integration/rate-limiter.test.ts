@@ -1,11 +1,14 @@
 // The rate limiter on both backends, against the real Redis: exact counts under concurrency, pre-charge and
-// settlement, the 429 it throws, limit changes, and what happens when Redis is not there.
+// settlement, the refusal it throws (and the 429 the edge makes of it), limit changes, and what happens when Redis
+// is not there.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, it } from "vitest";
-import { RateLimitError } from "../../src/http/errors/api-error.js";
+import type { RateLimitError } from "../../src/http/errors/api-error.js";
+import { mapDomainError } from "../../src/http/errors/domain-errors.js";
 import { createRateLimiter, type RateLimiterOptions } from "../../src/limits/create-limiter.js";
+import { RateLimitRefusal } from "../../src/limits/rate-limit-refusal.js";
 import type { LimitSubject, RateLimiter } from "../../src/limits/types.js";
 import { createLogger } from "../../src/observability/logger.js";
 import { restartablePort } from "../support/ports.js";
@@ -51,13 +54,14 @@ function subject(limits: { rpm?: number | null; tpm?: number | null } = {}): Lim
   };
 }
 
+/** The limiter's refusal as the client gets it: the 429 the HTTP edge makes of it (status, body, headers). */
 async function refusal(promise: Promise<unknown>): Promise<RateLimitError> {
   const err = await promise.then(
     () => undefined,
     (e: unknown) => e,
   );
-  expect(err).toBeInstanceOf(RateLimitError);
-  return err as RateLimitError;
+  expect(err).toBeInstanceOf(RateLimitRefusal);
+  return mapDomainError(err) as RateLimitError;
 }
 
 const limiters: RateLimiter[] = [];
@@ -116,8 +120,8 @@ describe.each(BACKENDS)("rate limiter (%s)", (backend, make) => {
     expect(admitted).toHaveLength(20);
     expect(refused).toHaveLength(30);
     for (const r of refused) {
-      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(RateLimitError);
-      expect(((r as PromiseRejectedResult).reason as RateLimitError).kind).toBe("requests");
+      expect((r as PromiseRejectedResult).reason).toBeInstanceOf(RateLimitRefusal);
+      expect(((r as PromiseRejectedResult).reason as RateLimitRefusal).kind).toBe("requests");
     }
     const snap = await l.snapshot(org);
     expect(snap.requests).toMatchObject({ limit: 20, remaining: 0 });

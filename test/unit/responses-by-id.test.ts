@@ -53,7 +53,7 @@ describe("stored responses by id", () => {
       message: `Response with id '${id}' not found.`,
       type: "invalid_request_error",
       param: null,
-      code: null,
+      code: "not_found",
     },
   });
 

@@ -618,6 +618,19 @@ describe("refusals before the 200, named as sent", () => {
     expect(((await unknown.json()) as Json).error).toMatchObject({ param: "model", code: "model_not_found" });
   });
 
+  it("answers 429 with retry headers once the organization's requests per minute are spent, as chat does", async () => {
+    await harness.services.tenancy.orgs.create("limited", [FAKE_MODEL], { rpm: 1 });
+    const { key } = await harness.services.tenancy.keys.create("limited");
+    expect((await post({ model: FAKE_MODEL, input: "Hi." }, key)).status).toBe(200);
+    const refused = await post({ model: FAKE_MODEL, input: "Hi.", stream: true }, key);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(((await refused.json()) as Json).error).toMatchObject({
+      type: "requests",
+      code: "rate_limit_exceeded",
+    });
+  });
+
   it("records the usage under the responses endpoint", async () => {
     const response = await post({ model: FAKE_MODEL, input: "Hi." });
     await response.json();

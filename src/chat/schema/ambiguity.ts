@@ -1,5 +1,6 @@
 // Refuses recursive schemas whose grammar would keep ever more parses open as the output nests (llama.cpp's cost
 // per token would double with every level).
+import { Refusal } from "../../refusal.js";
 import type { SchemaGraph, SchemaNode } from "./json-schema.js";
 
 /**
@@ -9,8 +10,9 @@ import type { SchemaGraph, SchemaNode } from "./json-schema.js";
  * exponentially with the depth (measured on llama.cpp's grammar: 4× per two levels, a second per 2,000 candidate
  * checks at depth 6). The schema's size does not show it: a few lines suffice. Refused as too complex (400).
  */
-export class AmbiguousRecursionError extends Error {
+export class AmbiguousRecursionError extends Refusal {
   override name = "AmbiguousRecursionError";
+  readonly fault = "client";
   constructor(
     /** A JSON pointer to the union (`#/$defs/node`). */
     readonly path: string,

@@ -1,4 +1,5 @@
 // What one request's schemas may cost to compile and to enforce: every limit a name, a default and a meter.
+import { Refusal } from "../../refusal.js";
 
 /**
  * Defaults of the schema budget (config `server.schemaBudget`). Each bounds work that runs on the event loop before
@@ -33,8 +34,9 @@ const WHAT: Readonly<Record<SchemaLimit, string>> = Object.freeze({
 });
 
 /** A schema over the budget: `limit` names which. The request is refused (400), never compiled further. */
-export class SchemaBudgetError extends Error {
+export class SchemaBudgetError extends Refusal {
   override name = "SchemaBudgetError";
+  readonly fault = "client";
   constructor(
     readonly limit: SchemaLimit,
     readonly max: number,

@@ -1,60 +1,22 @@
 // JSON Schema as OpenAI defines it: parsed into a graph of nodes the grammar enforces and the checker validates.
+import { Refusal } from "../../refusal.js";
 import { mergeAllOf } from "./all-of.js";
 import { BudgetMeter } from "./budget.js";
 import { ANNOTATIONS, constraining, SUPPORTED_KEYWORDS, withoutDefs } from "./keywords.js";
 import { type Bound, shortestNumber } from "./numbers.js";
 import { type Pattern, PatternError, parsePattern } from "./pattern.js";
-import { isStringFormat, STRING_FORMATS, type StringFormat } from "./strings.js";
+import type { PropertyNode, SchemaGraph, SchemaNode } from "./schema-graph.js";
+import { isStringFormat, STRING_FORMATS } from "./strings.js";
 import { isObject } from "./validate.js";
 
 export { validateJson } from "./validate.js";
+export type { PropertyNode, SchemaGraph, SchemaNode };
 export { isObject };
 
-/** A schema reduced to what generation and validation need; `ref` points into `CompiledSchema.defs`. */
-export type SchemaNode =
-  | { kind: "any" }
-  | { kind: "literal"; values: readonly unknown[] }
-  | {
-      kind: "string";
-      minLength: number;
-      maxLength: number | undefined;
-      format?: StringFormat;
-      pattern?: Pattern;
-    }
-  | { kind: "integer" | "number"; lower?: Bound; upper?: Bound; multipleOf?: number }
-  | { kind: "boolean" }
-  | { kind: "null" }
-  | {
-      kind: "array";
-      items: SchemaNode;
-      minItems: number;
-      maxItems: number | undefined;
-      /** `prefixItems`: the schemas of the first items, `items` applies after them. */
-      prefix?: readonly SchemaNode[];
-      unique?: boolean;
-    }
-  | { kind: "object"; properties: readonly PropertyNode[]; additional: SchemaNode | false }
-  | { kind: "anyOf"; options: readonly SchemaNode[]; exactlyOne: boolean }
-  | { kind: "ref"; name: string };
-
-export interface PropertyNode {
-  name: string;
-  schema: SchemaNode;
-  required: boolean;
-}
-
-/**
- * A schema as a graph: a subschema reached twice (the same JSON object, as `anyOf` siblings merged into each
- * option share theirs) is one node, so walkers that memoise by node do linear work.
- */
-export interface SchemaGraph {
-  root: SchemaNode;
-  defs: ReadonlyMap<string, SchemaNode>;
-}
-
 /** A schema outside the subset. `path` is a JSON pointer inside the schema (`#/properties/a`). */
-export class JsonSchemaError extends Error {
+export class JsonSchemaError extends Refusal {
   override name = "JsonSchemaError";
+  readonly fault = "client";
   constructor(
     message: string,
     readonly path: string,

@@ -1,7 +1,8 @@
 // Validation of generated output against a compiled schema: every constraint the graph holds, grammar-enforced or not.
-import type { SchemaGraph, SchemaNode } from "./json-schema.js";
+
 import { numberProblem } from "./numbers.js";
 import { matchesPattern } from "./pattern.js";
+import type { SchemaGraph, SchemaNode } from "./schema-graph.js";
 import { matchesFormat } from "./strings.js";
 
 /** Undefined when `value` is an instance of the schema, otherwise where and why not. */

@@ -1,7 +1,9 @@
 // Renders chats with the model's Jinja template into segments, so client text is never tokenized as control tokens.
+
 import { createHash } from "node:crypto";
 import { Template } from "@huggingface/jinja";
 import type { ChatMessage, ToolDefinition } from "../../engine/types.js";
+import { type Fault, Refusal } from "../../refusal.js";
 import { toolJson } from "../output/plan.js";
 import { placeholdersAreExact } from "./exactness.js";
 
@@ -74,13 +76,18 @@ export interface PromptRenderer {
  */
 export type TemplateErrorKind = "syntax" | "raised" | "render";
 
-export class TemplateError extends Error {
+export class TemplateError extends Refusal {
   override name = "TemplateError";
   readonly kind: TemplateErrorKind;
 
   constructor(kind: TemplateErrorKind, message: string, options?: { cause: unknown }) {
     super(message, options);
     this.kind = kind;
+  }
+
+  /** A template that does not parse is the server's (its configuration); one that refuses the chat, the client's. */
+  get fault(): Fault {
+    return this.kind === "syntax" ? "server" : "client";
   }
 }
 

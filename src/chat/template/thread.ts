@@ -1,6 +1,8 @@
 // Large chat-template renders run on a worker thread, so no conversation holds the event loop while it renders.
+
 import { Worker } from "node:worker_threads";
 import type { ChatMessage } from "../../engine/types.js";
+import { Refusal } from "../../refusal.js";
 import type { PromptRenderer, PromptRendererOptions, RenderedPrompt, RenderOptions } from "./render.js";
 import { TemplateError } from "./render.js";
 import type { RenderJob, RenderReply } from "./worker.js";
@@ -16,8 +18,9 @@ export const RENDER_INLINE_MAX = 256;
 /** Renders waiting for the thread at once; beyond it a request is refused (retryable) instead of queueing. */
 export const RENDER_THREAD_MAX_PENDING = 64;
 
-export class RenderQueueFullError extends Error {
+export class RenderQueueFullError extends Refusal {
   override name = "RenderQueueFullError";
+  readonly fault = "server";
   constructor(readonly pending: number) {
     super(`The server is overloaded: ${pending} large prompts are waiting to be rendered.`);
   }

@@ -1,6 +1,8 @@
 // The endpoints of one upstream model: slots in flight, health from active probes and passive signals, backoff.
+
 import type { UpstreamKindSetting, UpstreamModelConfig } from "../../config/schema.js";
 import type { Logger } from "../../observability/logger.js";
+import { Refusal } from "../../refusal.js";
 import type { EndpointHealth } from "../types.js";
 import type { RoutableEndpoint } from "./routing.js";
 import { serverRoot } from "./tokenize.js";
@@ -84,8 +86,9 @@ export class Endpoint implements RoutableEndpoint {
 }
 
 /** The endpoint was ejected (a probe failed, or another request's failure) while an attempt waited on it. */
-export class EndpointEjectedError extends Error {
+export class EndpointEjectedError extends Refusal {
   override name = "EndpointEjectedError";
+  readonly fault = "server";
   constructor(readonly reason: string) {
     super(`the endpoint was ejected (${reason})`);
   }

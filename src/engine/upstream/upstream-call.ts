@@ -1,7 +1,9 @@
 // One request to upstream endpoints: attempts until the first token (moving to another endpoint on failure),
 // then the relay of its stream into the generation's channel.
+
 import { TextDecoder } from "node:util";
 import type { Logger } from "../../observability/logger.js";
+import { Refusal } from "../../refusal.js";
 import { upstreamCacheSalt } from "../cache-scope.js";
 import { Channel, MAX_BACKLOG } from "../channel.js";
 import { QueueFullError, RequestAbortedError } from "../errors.js";
@@ -19,16 +21,18 @@ import {
 } from "./wire.js";
 
 /** The endpoint sent no first token within `firstTokenTimeoutMs`. */
-export class FirstTokenTimeoutError extends Error {
+export class FirstTokenTimeoutError extends Refusal {
   override name = "FirstTokenTimeoutError";
+  readonly fault = "server";
   constructor(readonly timeoutMs: number) {
     super(`no first token within ${timeoutMs} ms`);
   }
 }
 
 /** The engine is shutting down: in-flight streams end with this. */
-export class EngineDisposedError extends Error {
+export class EngineDisposedError extends Refusal {
   override name = "EngineDisposedError";
+  readonly fault = "server";
   constructor() {
     super("The engine shut down during the request.");
   }

@@ -1,7 +1,8 @@
 // Upstream failures: an engine's error answer or error frame classified (retry? client's fault?), protocol breaks.
+import { type Fault, Refusal } from "../../refusal.js";
 
 /** An upstream that answered an error (HTTP status + body) or sent an error frame, classified. */
-export class UpstreamError extends Error {
+export class UpstreamError extends Refusal {
   override name = "UpstreamError";
   constructor(
     message: string,
@@ -18,11 +19,17 @@ export class UpstreamError extends Error {
   ) {
     super(message);
   }
+
+  /** A request every endpoint would refuse is the client's; an endpoint that failed is ours. */
+  get fault(): Fault {
+    return this.clientError ? "client" : "server";
+  }
 }
 
 /** The upstream broke the protocol (malformed frame, a stream that ends without [DONE] or usage, a bad index). */
-export class UpstreamProtocolError extends Error {
+export class UpstreamProtocolError extends Refusal {
   override name = "UpstreamProtocolError";
+  readonly fault = "server";
 }
 
 /** The longest upstream message passed on to a client. */

@@ -13,7 +13,7 @@ import type { Context } from "hono";
 import type { Child, FC, PropsWithChildren } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CSRF_FIELD } from "./csrf.js";
-import type { DashboardAuth, DashboardEnv } from "./session.js";
+import type { DashboardAuth, DashboardEnv } from "./env.js";
 
 /** The navigation, in order. Every page is one route at `path` below the dashboard's base. */
 export const NAV_ITEMS = Object.freeze([

@@ -17,34 +17,14 @@ import type { Tenancy } from "../../tenancy/tenancy.js";
 import type { Membership } from "../../tenancy/types.js";
 import type { UsageQueries } from "../../usage/queries.js";
 import { CSRF_FIELD, type CsrfTokens } from "./csrf.js";
+import type { DashboardAuth, DashboardEnv } from "./env.js";
 import { errorPage } from "./layout.js";
 import type { PasswordChecks } from "./password-checks.js";
 import type { SignInThrottle } from "./sign-in-throttle.js";
 
+export type { DashboardAuth, DashboardEnv };
+
 export const SESSION_COOKIE = "hearth_session";
-
-/** What pages know about the person in front of them. */
-export interface DashboardAuth {
-  sessionId: string;
-  user: { id: string; email: string };
-  /** Every org of the user, by name. */
-  memberships: Membership[];
-  /** The org this request acts for: `?org=` (GET) or the `org` field (POST), else the first. */
-  org: Membership;
-  /** The `_csrf` value for this session's forms. */
-  csrfToken: string;
-  /** Where the dashboard is mounted, e.g. "/dashboard". */
-  base: string;
-}
-
-export interface DashboardEnv {
-  Variables: {
-    /** Set by the server's request-id middleware; absent when the dashboard runs alone (tests). */
-    requestId: string;
-    auth: DashboardAuth;
-    base: string;
-  };
-}
 
 /** Everything the dashboard's routes need, resolved once by createDashboardApp. */
 export interface DashboardDeps {

@@ -1,5 +1,6 @@
 // The HTTP-edge error hierarchy and its one serialisation to OpenAI's {"error":{...}} body.
-import type { ErrorCode, ErrorType } from "./error-codes.js";
+import { type Fault, Refusal } from "../../refusal.js";
+import { ERROR_CODES, type ErrorCode, type ErrorType } from "./error-codes.js";
 
 export interface ErrorBody {
   error: { message: string; type: ErrorType; param: string | null; code: ErrorCode | null };
@@ -7,27 +8,39 @@ export interface ErrorBody {
 
 export interface ApiErrorOptions {
   param?: string | null;
-  code?: ErrorCode | null;
   headers?: Record<string, string>;
   cause?: unknown;
 }
 
-/** An error that knows its HTTP status and OpenAI body. Middleware and handlers throw these; app/ renders them. */
-export class ApiError extends Error {
+/** The codes the registry sends with `status`: a class of one status takes only those. */
+export type CodeWithStatus<S extends number> = {
+  [C in ErrorCode]: (typeof ERROR_CODES)[C]["status"] extends S ? C : never;
+}[ErrorCode];
+
+/**
+ * An error that knows its HTTP status and OpenAI body. Middleware and handlers throw these; http/app.ts renders them.
+ * The status and the type are the code's, from the registry (error-codes.ts): a status is stated once. It is a
+ * refusal too (a 4xx the client's, a 5xx the server's), so a service handed one by a route's reader can tell.
+ */
+export class ApiError extends Refusal {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly fault: Fault;
   readonly param: string | null;
-  readonly code: ErrorCode | null;
   readonly headers: Record<string, string>;
 
   constructor(
-    readonly status: number,
-    readonly type: ErrorType,
+    readonly code: ErrorCode,
     message: string,
     options: ApiErrorOptions = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
+    const { status, type } = ERROR_CODES[code];
+    this.status = status;
+    this.type = type;
+    this.fault = status < 500 ? "client" : "server";
     this.param = options.param ?? null;
-    this.code = options.code ?? null;
     this.headers = options.headers ?? {};
   }
 
@@ -38,41 +51,42 @@ export class ApiError extends Error {
 
 /** 400: the request was malformed or a parameter was invalid. */
 export class InvalidRequestError extends ApiError {
+  declare readonly code: CodeWithStatus<400>;
+
   constructor(
     message: string,
     param: string | null = null,
-    code: ErrorCode | null = "invalid_request_error",
+    code: CodeWithStatus<400> = "invalid_request_error",
   ) {
-    super(400, "invalid_request_error", message, { param, code });
+    super(code, message, { param });
   }
 }
 
 /** 400 with code context_length_exceeded (param messages), as OpenAI answers. */
 export class ContextLengthError extends ApiError {
   constructor(message: string) {
-    super(400, "invalid_request_error", message, { param: "messages", code: "context_length_exceeded" });
+    super("context_length_exceeded", message, { param: "messages" });
   }
 }
 
 /** 401: missing or invalid API key. The spec shows type invalid_request_error for this case. */
 export class InvalidApiKeyError extends ApiError {
   constructor(message = "Incorrect API key provided. You can find your API keys in the Hearth dashboard.") {
-    super(401, "invalid_request_error", message, { code: "invalid_api_key" });
+    super("invalid_api_key", message);
   }
 }
 
 /** 401 on the admin API: the admin token is missing or wrong. */
 export class AdminAuthError extends ApiError {
   constructor() {
-    super(401, "invalid_request_error", "Missing or invalid admin token.", { code: "invalid_admin_token" });
+    super("invalid_admin_token", "Missing or invalid admin token.");
   }
 }
 
 /** 401 on /metrics when metrics.token is set: the scrape's Bearer token is missing or wrong. */
 export class MetricsAuthError extends ApiError {
   constructor() {
-    super(401, "invalid_request_error", "Missing or invalid metrics token.", {
-      code: "invalid_metrics_token",
+    super("invalid_metrics_token", "Missing or invalid metrics token.", {
       headers: { "www-authenticate": 'Bearer realm="metrics"' },
     });
   }
@@ -86,39 +100,36 @@ export class AuthThrottledError extends ApiError {
   constructor(message: string, retryAfterMs: number) {
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
     const minutes = Math.max(1, Math.ceil(seconds / 60));
-    super(429, "requests", `${message} Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`, {
-      code: "too_many_failed_attempts",
-      headers: { "retry-after": String(seconds), "retry-after-ms": String(seconds * 1000) },
-    });
+    super(
+      "too_many_failed_attempts",
+      `${message} Try again in ${minutes} minute${minutes === 1 ? "" : "s"}.`,
+      {
+        headers: { "retry-after": String(seconds), "retry-after-ms": String(seconds * 1000) },
+      },
+    );
   }
 }
 
 /** 404 for a model that does not exist or is not granted — one text for both, so there is no existence oracle. */
 export class ModelNotFoundError extends ApiError {
   constructor(model: string) {
-    super(
-      404,
-      "invalid_request_error",
-      `The model \`${model}\` does not exist or you do not have access to it.`,
-      {
-        param: "model",
-        code: "model_not_found",
-      },
-    );
+    super("model_not_found", `The model \`${model}\` does not exist or you do not have access to it.`, {
+      param: "model",
+    });
   }
 }
 
 /** 404 for an unknown route or resource. */
 export class NotFoundError extends ApiError {
-  constructor(message: string, code: ErrorCode | null = "not_found") {
-    super(404, "invalid_request_error", message, { code });
+  constructor(message: string, code: CodeWithStatus<404> = "not_found") {
+    super(code, message);
   }
 }
 
 /** 409 for a duplicate resource (code conflict) or a change the resource's state refuses (e.g. last_owner). */
 export class ConflictError extends ApiError {
-  constructor(message: string, code: ErrorCode = "conflict") {
-    super(409, "invalid_request_error", message, { code });
+  constructor(message: string, code: CodeWithStatus<409> = "conflict") {
+    super(code, message);
   }
 }
 
@@ -129,8 +140,7 @@ export class ConflictError extends ApiError {
  */
 export class PayloadTooLargeError extends ApiError {
   constructor(limitBytes: number) {
-    super(413, "invalid_request_error", `Request body too large: the limit is ${limitBytes} bytes.`, {
-      code: "request_too_large",
+    super("request_too_large", `Request body too large: the limit is ${limitBytes} bytes.`, {
       headers: { connection: "close" },
     });
   }
@@ -139,9 +149,7 @@ export class PayloadTooLargeError extends ApiError {
 /** 405: the route exists but not with this method. */
 export class MethodNotAllowedError extends ApiError {
   constructor(method: string, path: string) {
-    super(405, "invalid_request_error", `Method ${method} is not allowed on ${path}.`, {
-      code: "method_not_allowed",
-    });
+    super("method_not_allowed", `Method ${method} is not allowed on ${path}.`);
   }
 }
 
@@ -159,14 +167,16 @@ export interface RateLimitErrorOptions {
 
 /** 429: the organization's requests or tokens per minute are spent; nothing was consumed. */
 export class RateLimitError extends ApiError {
+  /** The window that ran out, in place of the code's type (OpenAI's `requests` or `tokens`). */
+  declare readonly type: RateLimitKind;
+
   constructor(
     readonly kind: RateLimitKind,
     message: string,
     { retryAfterMs, headers = {}, retryable = true }: RateLimitErrorOptions,
   ) {
     const ms = Math.min(60_000, Math.max(1, Math.ceil(retryAfterMs)));
-    super(429, kind, message, {
-      code: "rate_limit_exceeded",
+    super("rate_limit_exceeded", message, {
       headers: {
         ...headers,
         "retry-after": String(Math.ceil(ms / 1000)),
@@ -174,6 +184,7 @@ export class RateLimitError extends ApiError {
         ...(retryable ? {} : { "x-should-retry": "false" }),
       },
     });
+    this.type = kind;
   }
 }
 
@@ -183,8 +194,7 @@ export class EngineOverloadedError extends ApiError {
     message = "The engine is currently overloaded, please try again later.",
     retryAfterSeconds = 1,
   ) {
-    super(503, "server_error", message, {
-      code: "engine_overloaded",
+    super("engine_overloaded", message, {
       headers: {
         "retry-after": String(retryAfterSeconds),
         "retry-after-ms": String(retryAfterSeconds * 1000),
@@ -199,17 +209,14 @@ export class EngineOverloadedError extends ApiError {
  */
 export class ClientClosedRequestError extends ApiError {
   constructor() {
-    super(499, "invalid_request_error", "The client closed the request before it was admitted.", {
-      code: "client_closed_request",
-    });
+    super("client_closed_request", "The client closed the request before it was admitted.");
   }
 }
 
 /** 503 while models or the store are still loading. */
 export class NotReadyError extends ApiError {
   constructor(message = "The service is starting up, please try again shortly.") {
-    super(503, "server_error", message, {
-      code: "engine_overloaded",
+    super("engine_overloaded", message, {
       headers: { "retry-after": "1" },
     });
   }
@@ -225,11 +232,9 @@ const STORE_RETRY_AFTER_SECONDS = 2;
 export class StoreUnavailableApiError extends ApiError {
   constructor(cause?: unknown) {
     super(
-      503,
-      "server_error",
+      "store_unavailable",
       "Hearth cannot check your API key right now because its database is unavailable; please retry shortly.",
       {
-        code: "store_unavailable",
         headers: {
           "retry-after": String(STORE_RETRY_AFTER_SECONDS),
           "retry-after-ms": String(STORE_RETRY_AFTER_SECONDS * 1000),
@@ -243,8 +248,7 @@ export class StoreUnavailableApiError extends ApiError {
 /** 500 with a generic message; details only in the log. */
 export class InternalServerError extends ApiError {
   constructor(cause?: unknown) {
-    super(500, "server_error", "The server had an error while processing your request. Sorry about that!", {
-      code: "server_error",
+    super("server_error", "The server had an error while processing your request. Sorry about that!", {
       cause,
     });
   }

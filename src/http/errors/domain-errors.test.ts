@@ -12,7 +12,11 @@ import {
   TooManyChoicesError,
   UnknownModelError,
 } from "../../engine/errors.js";
+import { EngineDisposedError, FirstTokenTimeoutError } from "../../engine/upstream/upstream-call.js";
 import { UpstreamError, UpstreamProtocolError } from "../../engine/upstream/upstream-error.js";
+import { RateLimitRefusal, type RateLimitRefusalFacts } from "../../limits/rate-limit-refusal.js";
+import { isClientsDoing, Refusal } from "../../refusal.js";
+import { StoreUnavailableError } from "../../store/store-status.js";
 import {
   AlreadyMemberError,
   DuplicateOrgError,
@@ -98,9 +102,67 @@ describe("domainApiError", () => {
     ["the last owner", new LastOwnerError("o"), 409, "last_owner", null],
     ["an unknown model id", new UnknownModelIdError("x", ["m"]), 400, "unknown_model", "model"],
     ["a refused input", new TenancyValidationError("bad", "email"), 400, "invalid_request_error", "email"],
+    [
+      "an upstream that never sent a first token",
+      new FirstTokenTimeoutError(10),
+      503,
+      "engine_overloaded",
+      null,
+    ],
+    ["an engine shutting down", new EngineDisposedError(), 503, "engine_overloaded", null],
+    ["a store that is down", new StoreUnavailableError(), 503, "store_unavailable", null],
+    ["a template that does not parse", new TemplateError("syntax", "x"), 500, "server_error", null],
+    ["a spent requests window", rateLimited(), 429, "rate_limit_exceeded", null],
   ])("maps %s", (_, err, status, code, param) => {
-    const apiError = domainApiError(err);
+    const apiError = mapDomainError(err);
     expect(apiError).toMatchObject({ status, code, param });
+    // The refusal says whose doing it was, and its status agrees: a 4xx is the client's, a 5xx the server's.
+    expect(err).toBeInstanceOf(Refusal);
+    expect((err as Refusal).fault).toBe(status < 500 ? "client" : "server");
+    expect(isClientsDoing(err)).toBe(status < 500);
+  });
+
+  it("makes a spent window OpenAI's 429: its words, the retry hint, retry-after and the x-ratelimit-* headers", () => {
+    const apiError = domainApiError(rateLimited());
+    expect(apiError).toBeInstanceOf(RateLimitError);
+    expect(apiError?.toBody()).toEqual({
+      error: {
+        message:
+          "Rate limit reached for requests per min (RPM) in organization acme: Limit 3, Used 3, Requested 1. " +
+          "Please try again in 1.5s.",
+        type: "requests",
+        param: null,
+        code: "rate_limit_exceeded",
+      },
+    });
+    expect(apiError?.headers).toEqual({
+      "x-ratelimit-limit-requests": "3",
+      "x-ratelimit-remaining-requests": "0",
+      "x-ratelimit-reset-requests": "1.5s",
+      "x-ratelimit-limit-tokens": "1000",
+      "x-ratelimit-remaining-tokens": "990",
+      "x-ratelimit-reset-tokens": "30s",
+      "retry-after": "2",
+      "retry-after-ms": "1500",
+    });
+  });
+
+  it("makes a request larger than the whole TPM window a 429 that says waiting will not help", () => {
+    const apiError = domainApiError(
+      rateLimited({ kind: "tokens", reason: "too_large", limit: 100, requested: 500, retryAfterMs: 60_000 }),
+    );
+    expect(apiError).toMatchObject({
+      status: 429,
+      type: "tokens",
+      message:
+        "Request too large for tokens per min (TPM) in organization acme: Limit 100, Requested 500. The input or " +
+        "output tokens must be reduced in order to run successfully.",
+    });
+    expect(apiError?.headers).toMatchObject({
+      "retry-after": "60",
+      "retry-after-ms": "60000",
+      "x-should-retry": "false",
+    });
   });
 
   it("keeps the domain's words", () => {
@@ -132,6 +194,24 @@ describe("domainApiError", () => {
   });
 });
 
+/** A refusal of the requests window as the limiter throws it (the snapshot is of the moment of refusal). */
+function rateLimited(facts: Partial<RateLimitRefusalFacts> = {}): RateLimitRefusal {
+  return new RateLimitRefusal({
+    kind: "requests",
+    reason: "exhausted",
+    orgName: "acme",
+    limit: 3,
+    used: 3,
+    requested: 1,
+    retryAfterMs: 1500,
+    snapshot: {
+      requests: { limit: 3, remaining: 0, resetMs: 1500 },
+      tokens: { limit: 1000, remaining: 990, resetMs: 30_000 },
+    },
+    ...facts,
+  });
+}
+
 describe("mapDomainError", () => {
   it("passes an ApiError through, maps a domain failure and makes anything else a generic 500", () => {
     const apiError = new ConflictError("x");
@@ -145,7 +225,7 @@ describe("mapDomainError", () => {
 });
 
 describe("the error-code registry", () => {
-  it("sends every ApiError with its code's status and a registered type", () => {
+  it("sends every ApiError with its code's status and type (a 429's type: its window)", () => {
     const errors: ApiError[] = [
       new InvalidRequestError("x"),
       new ContextLengthError("x"),
@@ -160,6 +240,7 @@ describe("the error-code registry", () => {
       new PayloadTooLargeError(1),
       new MethodNotAllowedError("PUT", "/v1"),
       new RateLimitError("tokens", "x", { retryAfterMs: 10 }),
+      new RateLimitError("requests", "x", { retryAfterMs: 10 }),
       new EngineOverloadedError(),
       new ClientClosedRequestError(),
       new NotReadyError(),
@@ -170,8 +251,13 @@ describe("the error-code registry", () => {
     ];
     for (const apiError of errors) {
       expect(apiError.code, apiError.name).not.toBeNull();
-      if (apiError.code !== null) expect(apiError.status, apiError.code).toBe(ERROR_CODES[apiError.code]);
+      if (apiError.code !== null) {
+        expect(apiError.status, apiError.code).toBe(ERROR_CODES[apiError.code].status);
+        if (!(apiError instanceof RateLimitError))
+          expect(apiError.type).toBe(ERROR_CODES[apiError.code].type);
+      }
       expect(ERROR_TYPES).toContain(apiError.type);
+      expect(apiError.fault).toBe(apiError.status < 500 ? "client" : "server");
     }
   });
 

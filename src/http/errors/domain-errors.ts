@@ -1,5 +1,6 @@
-// The one map from expected domain failures (engine, chat, tenancy) to the HTTP error hierarchy: /v1, /admin/v1
-// and the dashboard's pages all answer a domain failure with the status, message and code this module gives it.
+// The one map from expected domain refusals (engine, chat, limits, tenancy, store) to the HTTP error hierarchy: /v1,
+// /admin/v1 and the dashboard's pages all answer a refusal with the status, message, code and headers this module
+// gives it. Whose doing a refusal was is the refusal's own to say (src/refusal.ts); the map agrees (its test checks).
 
 import { ModelEntryError } from "../../catalogue/catalogue.js";
 import { AmbiguousRecursionError } from "../../chat/schema/ambiguity.js";
@@ -25,6 +26,7 @@ import {
 import { EndpointEjectedError } from "../../engine/upstream/endpoint-pool.js";
 import { EngineDisposedError, FirstTokenTimeoutError } from "../../engine/upstream/upstream-call.js";
 import { UpstreamError, UpstreamProtocolError } from "../../engine/upstream/upstream-error.js";
+import { RateLimitRefusal } from "../../limits/rate-limit-refusal.js";
 import { StoreUnavailableError } from "../../store/store-status.js";
 import {
   AccountExistsError,
@@ -41,6 +43,7 @@ import {
   TenancyValidationError,
   UnknownModelIdError,
 } from "../../tenancy/errors.js";
+import { formatDuration, rateLimitHeaders } from "../rate-limit-headers.js";
 import {
   ApiError,
   ClientClosedRequestError,
@@ -52,6 +55,7 @@ import {
   ModelNotFoundError,
   NotFoundError,
   NotReadyError,
+  RateLimitError,
   StoreUnavailableApiError,
 } from "./api-error.js";
 
@@ -69,6 +73,8 @@ export interface DomainErrorHints {
  * Callers that catch a domain call rethrow `domainApiError(err) ?? err`, so a bug keeps its stack and its log line.
  */
 export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiError | undefined {
+  // The organization's requests or tokens per minute.
+  if (err instanceof RateLimitRefusal) return rateLimitError(err);
   // The engine.
   if (err instanceof ContextOverflowError || err instanceof PromptTooLongError) {
     return new ContextLengthError(err.message);
@@ -158,6 +164,21 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   // A tenancy failure is expected by definition (its base class says so): the client's to fix, never a 500.
   if (err instanceof TenancyError) return new InvalidRequestError(err.message);
   return undefined;
+}
+
+/**
+ * The 429 of a rate-limit refusal: the limiter's words with OpenAI's retry hint, retry-after, the x-ratelimit-*
+ * headers of the moment of refusal, and x-should-retry: false when waiting cannot help.
+ */
+function rateLimitError(refusal: RateLimitRefusal): RateLimitError {
+  const message = refusal.retryable
+    ? `${refusal.message} Please try again in ${formatDuration(refusal.retryAfterMs)}.`
+    : refusal.message;
+  return new RateLimitError(refusal.kind, message, {
+    retryAfterMs: refusal.retryAfterMs,
+    headers: rateLimitHeaders(refusal.snapshot),
+    retryable: refusal.retryable,
+  });
 }
 
 /** Any thrown value → ApiError: an ApiError as it is, a domain failure by the map, anything else a generic 500. */

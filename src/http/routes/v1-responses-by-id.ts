@@ -77,9 +77,12 @@ export async function listInputItems(c: Context<AppEnv>, deps: ResponsesByIdDeps
   });
 }
 
-/** OpenAI's words for an id the organization has no (unexpired) response under. */
+/**
+ * OpenAI's words for an id the organization has no (unexpired) response under; the code is Hearth's `not_found`
+ * (every Hearth error has one; OpenAI sends null here).
+ */
 function notFound(id: string): NotFoundError {
-  return new NotFoundError(`Response with id '${id}' not found.`, null);
+  return new NotFoundError(`Response with id '${id}' not found.`);
 }
 
 /**
@@ -106,11 +109,9 @@ async function fromStore<T>(read: () => Promise<T>): Promise<T> {
   } catch (err) {
     if (!(err instanceof StoreUnavailableError)) throw err;
     throw new ApiError(
-      503,
-      "server_error",
+      "store_unavailable",
       "Stored responses cannot be read right now because Hearth's database is unavailable; please retry shortly.",
       {
-        code: "store_unavailable",
         headers: {
           "retry-after": String(STORE_RETRY_AFTER_SECONDS),
           "retry-after-ms": String(STORE_RETRY_AFTER_SECONDS * 1000),

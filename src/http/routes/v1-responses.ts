@@ -180,7 +180,7 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
 
 /** A 404 naming a field, as OpenAI answers for a stored object that is not there. */
 function notFound(message: string, param: string): ApiError {
-  return new ApiError(404, "invalid_request_error", message, { param, code: "not_found" });
+  return new ApiError("not_found", message, { param });
 }
 
 /**

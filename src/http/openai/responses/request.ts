@@ -356,12 +356,7 @@ export function renamed(error: unknown, rename: (param: string) => string): unkn
     error.param === "messages"
       ? error.message.replaceAll("'messages'", `'${param}'`)
       : error.message.replaceAll(error.param, param);
-  return new ApiError(error.status, error.type, message, {
-    param,
-    code: error.code,
-    headers: error.headers,
-    cause: error,
-  });
+  return new ApiError(error.code, message, { param, headers: error.headers, cause: error });
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
