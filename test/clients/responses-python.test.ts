@@ -118,18 +118,19 @@ describe("openai-python responses", () => {
 describe("OpenAI Agents SDK (openai-agents, default model: Responses API)", () => {
   const run = scriptRun("openai_agents_sdk.py");
 
-  it("an agent calls its function tool, gets the result and finishes its turn in text, over POST /v1/responses", () => {
-    const { checks, served } = run();
-    const result = checks.value<{
-      model_class: string;
-      calls: { city: string; city_type: string }[];
-      items: string[];
-      model_responses: number;
-      response_ids: string[];
-      final_output: string;
-      input_tokens: number;
-      output_tokens: number;
-    }>("tool_run");
+  interface AgentRun {
+    model_class: string;
+    calls: { city: string; city_type: string }[];
+    items: string[];
+    model_responses: number;
+    response_ids: string[];
+    final_output: string;
+    input_tokens: number;
+    output_tokens: number;
+    text_deltas?: number;
+  }
+
+  function expectToolRun(result: AgentRun): void {
     expect(result.model_class).toBe("OpenAIResponsesModel");
     expect(result.calls).toHaveLength(1);
     expect(result.calls[0]?.city_type).toBe("str");
@@ -140,8 +141,21 @@ describe("OpenAI Agents SDK (openai-agents, default model: Responses API)", () =
     expect(result.final_output.length).toBeGreaterThan(0);
     expect(result.input_tokens).toBeGreaterThan(0);
     expect(result.output_tokens).toBeGreaterThan(0);
-    // Two model calls, both to the Responses API, and nothing else (no tracing export, no chat completions).
-    expect(routes(served)).toEqual(["POST /v1/responses", "POST /v1/responses"]);
+  }
+
+  it("Runner.run_sync: the agent calls its function tool, gets the result and finishes its turn in text", () => {
+    expectToolRun(run().checks.value<AgentRun>("tool_run"));
+  });
+
+  it("Runner.run_streamed: the same run streamed, the answer's text deltas received", () => {
+    const result = run().checks.value<AgentRun>("streamed_tool_run");
+    expectToolRun(result);
+    expect(result.text_deltas).toBeGreaterThan(0);
+  });
+
+  it("both runs went to POST /v1/responses only: two model calls each, nothing else (no tracing export)", () => {
+    const { served } = run();
+    expect(routes(served)).toEqual(Array(4).fill("POST /v1/responses"));
     for (const request of served) expect(request.status).toBe(200);
   });
 });
