@@ -33,9 +33,11 @@ export async function runPythonChecks(script: string): Promise<PythonChecks> {
       HEARTH_BASE_URL: baseURL,
       HEARTH_API_KEY: apiKey,
       HEARTH_MODEL: model,
-      // LiteLLM reads its bundled cost map instead of fetching one; LangSmith and the Hugging Face hub stay off.
+      // LiteLLM reads its bundled cost map instead of fetching one; LangSmith, the Agents SDK's tracing (an export
+      // to OpenAI's servers) and the Hugging Face hub stay off.
       LITELLM_LOCAL_MODEL_COST_MAP: "True",
       LANGSMITH_TRACING: "false",
+      OPENAI_AGENTS_DISABLE_TRACING: "1",
       HF_HUB_OFFLINE: "1",
       PYTHONUNBUFFERED: "1",
       // No __pycache__ beside the scripts in the checkout.
