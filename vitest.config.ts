@@ -6,8 +6,9 @@
 //   the test drives with the openai client;
 // - e2e (test/e2e): whole deployments: the CLI against server processes, replicas sharing stores, shutdown,
 //   Chromium;
-// - clients (test/clients): real client libraries (openai-node, the Vercel AI SDK, LangChain JS; Python ones in
-//   the venv of scripts/setup-clients.sh) against one `hearth serve` of the default model, started once.
+// - clients (test/clients): real client libraries (openai-node, the Vercel AI SDK, LangChain JS; Python ones, the
+//   Agents SDK and the Open Responses checks in the venv of scripts/setup-clients.sh; Codex CLI in its cache)
+//   against one `hearth serve` of the default model, started once.
 // A test that needs a server or the model lives in that tier's folder, never next to the code.
 import { existsSync } from "node:fs";
 import { configDefaults, defineConfig } from "vitest/config";

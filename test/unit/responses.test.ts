@@ -448,7 +448,10 @@ describe("the request as the engine sees it", () => {
       text: { verbosity: "low" },
       reasoning: { summary: "auto" },
       max_tool_calls: 4,
+      // Codex CLI's ids for its turn, session and installation, on every request.
+      client_metadata: { "x-codex-turn-metadata": '{"turn_id":"t1"}', session_id: "s-1" },
     });
+    expect(response).not.toHaveProperty("client_metadata");
     expect(response).toMatchObject({
       store: false,
       service_tier: "default",

@@ -105,6 +105,8 @@ const responsesRequestSchema = z.preprocess(
     prompt_cache_options: z.unknown().optional(),
     service_tier: z.unknown().optional(),
     moderation: z.unknown().optional(),
+    // Codex sends its turn, session and installation ids here on every request: accepted, never stored or used.
+    client_metadata: z.record(z.string(), z.unknown()).optional(),
     // `auto` is accepted and behaves as `disabled`: an input that does not fit is a 400 (docs/responses.md).
     truncation: z.enum(["auto", "disabled"]).optional(),
     store: z.boolean().optional(),
