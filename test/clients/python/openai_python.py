@@ -3,19 +3,12 @@ and a datetime, a strict pydantic tool, a non-strict tool whose schema carries b
 the current SDK's newer request fields, and vLLM's sampling extensions through extra_body."""
 
 import json
-from datetime import datetime
 
-from hearth_checks import API_KEY, BASE_URL, MODEL, run_checks, type_name
+from hearth_checks import API_KEY, BASE_URL, MODEL, Meeting, meeting, run_checks, type_name
 from openai import OpenAI, pydantic_function_tool
 from pydantic import BaseModel, Field
 
 client = OpenAI(base_url=BASE_URL, api_key=API_KEY, max_retries=0)
-
-
-class Meeting(BaseModel):
-    title: str = Field(max_length=40)
-    priority: int = Field(ge=1, le=10)
-    starts_at: datetime
 
 
 class GetForecast(BaseModel):
@@ -55,17 +48,6 @@ def hello_stream(**stream_options) -> dict:
         if chunk.usage is not None:
             usage = chunk.usage.completion_tokens
     return {"text": text, "completion_tokens": usage}
-
-
-def meeting(parsed: Meeting | None) -> dict:
-    if parsed is None:
-        raise ValueError("message.parsed is None")
-    return {
-        "priority": parsed.priority,
-        "priority_type": type_name(parsed.priority),
-        "starts_at_type": type_name(parsed.starts_at),
-        "title_type": type_name(parsed.title),
-    }
 
 
 def parse() -> dict:

@@ -4,11 +4,9 @@ items), `responses.stream` through a function tool round trip (its output sent b
 listed, then deleted."""
 
 import json
-from datetime import datetime
 
-from hearth_checks import API_KEY, BASE_URL, MODEL, run_checks, type_name
+from hearth_checks import API_KEY, BASE_URL, MODEL, Meeting, meeting, run_checks, type_name
 from openai import NotFoundError, OpenAI
-from pydantic import BaseModel, Field
 
 client = OpenAI(base_url=BASE_URL, api_key=API_KEY, max_retries=0)
 
@@ -24,12 +22,6 @@ GET_WEATHER = {
     },
     "strict": True,
 }
-
-
-class Meeting(BaseModel):
-    title: str = Field(max_length=40)
-    priority: int = Field(ge=1, le=10)
-    starts_at: datetime
 
 
 def summary(response) -> dict:
@@ -121,15 +113,7 @@ def parse() -> dict:
         temperature=0,
         max_output_tokens=100,
     )
-    meeting = response.output_parsed
-    if meeting is None:
-        raise ValueError("output_parsed is None")
-    return {
-        "priority": meeting.priority,
-        "priority_type": type_name(meeting.priority),
-        "starts_at_type": type_name(meeting.starts_at),
-        "title_type": type_name(meeting.title),
-    }
+    return meeting(response.output_parsed)
 
 
 def stored() -> dict:
