@@ -1,5 +1,6 @@
 // The stored-responses port (the Responses API's `store`): what is kept per organization, and the bounds on reading
 // a `previous_response_id` chain back. No HTTP: items are the Responses API's JSON items, kept as the API lists them.
+import { Refusal } from "../refusal.js";
 
 /** One Responses API item as JSON (`{"type":"message",...}`, `{"type":"function_call",...}`, ...), with its `id`. */
 export type ResponseItem = { type: string; id?: string } & Record<string, unknown>;
@@ -60,14 +61,15 @@ export interface ResponsesStore {
   removeExpired(now: Date): Promise<number>;
 }
 
-/** A `previous_response_id` chain beyond one of its bounds: a client error naming the bound. */
-export class ResponseChainTooLargeError extends Error {
+/** A `previous_response_id` chain beyond one of its bounds: the client's, a 400 naming the field and the bound. */
+export class ResponseChainTooLargeError extends Refusal {
+  override name = "ResponseChainTooLargeError";
+  readonly fault = "client";
   constructor(
     readonly bound: keyof ChainBounds,
     readonly limit: number,
   ) {
     super(`The conversation of previous_response_id exceeds ${limit} ${BOUND_TEXT[bound]}.`);
-    this.name = "ResponseChainTooLargeError";
   }
 }
 

@@ -16,6 +16,7 @@ import { EngineDisposedError, FirstTokenTimeoutError } from "../../engine/upstre
 import { UpstreamError, UpstreamProtocolError } from "../../engine/upstream/upstream-error.js";
 import { RateLimitRefusal, type RateLimitRefusalFacts } from "../../limits/rate-limit-refusal.js";
 import { isClientsDoing, Refusal } from "../../refusal.js";
+import { ResponseChainTooLargeError } from "../../responses/types.js";
 import { StoreUnavailableError } from "../../store/store-status.js";
 import {
   AlreadyMemberError,
@@ -102,6 +103,13 @@ describe("domainApiError", () => {
     ["the last owner", new LastOwnerError("o"), 409, "last_owner", null],
     ["an unknown model id", new UnknownModelIdError("x", ["m"]), 400, "unknown_model", "model"],
     ["a refused input", new TenancyValidationError("bad", "email"), 400, "invalid_request_error", "email"],
+    [
+      "a previous_response_id chain past a bound",
+      new ResponseChainTooLargeError("maxItems", 10),
+      400,
+      "invalid_request_error",
+      "previous_response_id",
+    ],
     [
       "an upstream that never sent a first token",
       new FirstTokenTimeoutError(10),

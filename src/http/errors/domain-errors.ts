@@ -27,6 +27,7 @@ import { EndpointEjectedError } from "../../engine/upstream/endpoint-pool.js";
 import { EngineDisposedError, FirstTokenTimeoutError } from "../../engine/upstream/upstream-call.js";
 import { UpstreamError, UpstreamProtocolError } from "../../engine/upstream/upstream-error.js";
 import { RateLimitRefusal } from "../../limits/rate-limit-refusal.js";
+import { ResponseChainTooLargeError } from "../../responses/types.js";
 import { StoreUnavailableError } from "../../store/store-status.js";
 import {
   AccountExistsError,
@@ -105,6 +106,8 @@ export function domainApiError(err: unknown, hints: DomainErrorHints = {}): ApiE
   if (err instanceof ToolsUnsupportedError) return new InvalidRequestError(err.message, "tools");
   if (err instanceof SamplingFieldUnsupportedError) return new InvalidRequestError(err.message, err.field);
   if (err instanceof UnknownTokenError) return new InvalidRequestError(err.message, "logit_bias");
+  if (err instanceof ResponseChainTooLargeError)
+    return new InvalidRequestError(err.message, "previous_response_id");
   // Upstream engines: a request every endpoint would refuse stays a 400 with the upstream's (cleaned) message;
   // an endpoint that failed is retried before the 200, so what reaches here failed mid-stream or at shutdown.
   if (err instanceof UpstreamError && err.clientError)

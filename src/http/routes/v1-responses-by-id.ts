@@ -1,11 +1,11 @@
 // GET and DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items: the stored responses of the key's
-// organization, as OpenAI serves them. Another organization's id is answered exactly like an unknown one.
+// organization, as OpenAI serves them. Another organization's id is answered exactly like an unknown one. A store
+// that cannot answer throws StoreUnavailableError, which the one error map answers 503 store_unavailable (retry).
 import type { Context } from "hono";
 import { z } from "zod";
 import type { ResponsesStore } from "../../responses/types.js";
-import { StoreUnavailableError } from "../../store/store-status.js";
 import type { AppEnv } from "../env.js";
-import { ApiError, InvalidRequestError, NotFoundError } from "../errors/api-error.js";
+import { InvalidRequestError, NotFoundError } from "../errors/api-error.js";
 import { validate } from "../validation.js";
 
 export interface ResponsesByIdDeps {
@@ -37,14 +37,14 @@ export async function retrieveResponse(c: Context<AppEnv>, deps: ResponsesByIdDe
     );
   }
   const id = c.req.param("id") ?? "";
-  const stored = await fromStore(() => deps.responses.get(c.get("principal").orgId, id));
+  const stored = await deps.responses.get(c.get("principal").orgId, id);
   if (stored === undefined) throw notFound(id);
   return c.json(stored.response);
 }
 
 export async function deleteResponse(c: Context<AppEnv>, deps: ResponsesByIdDeps): Promise<Response> {
   const id = c.req.param("id") ?? "";
-  const deleted = await fromStore(() => deps.responses.delete(c.get("principal").orgId, id));
+  const deleted = await deps.responses.delete(c.get("principal").orgId, id);
   if (!deleted) throw notFound(id);
   return c.json({ id, object: "response", deleted: true });
 }
@@ -60,13 +60,11 @@ export async function listInputItems(c: Context<AppEnv>, deps: ResponsesByIdDeps
   }
   const query = validate(raw, inputItemsQuerySchema);
   const id = c.req.param("id") ?? "";
-  const page = await fromStore(() =>
-    deps.responses.inputItems(c.get("principal").orgId, id, {
-      after: query.after,
-      limit: query.limit,
-      order: query.order,
-    }),
-  );
+  const page = await deps.responses.inputItems(c.get("principal").orgId, id, {
+    after: query.after,
+    limit: query.limit,
+    order: query.order,
+  });
   if (page === undefined) throw notFound(id);
   return c.json({
     object: "list",
@@ -98,26 +96,4 @@ function queryOf(c: Context<AppEnv>, lists: readonly string[]): Record<string, u
     else delete raw[name];
   }
   return raw;
-}
-
-const STORE_RETRY_AFTER_SECONDS = 2;
-
-/** A store that cannot answer (down, hung past its timeouts) is a 503 to retry; anything else stays a bug (500). */
-async function fromStore<T>(read: () => Promise<T>): Promise<T> {
-  try {
-    return await read();
-  } catch (err) {
-    if (!(err instanceof StoreUnavailableError)) throw err;
-    throw new ApiError(
-      "store_unavailable",
-      "Stored responses cannot be read right now because Hearth's database is unavailable; please retry shortly.",
-      {
-        headers: {
-          "retry-after": String(STORE_RETRY_AFTER_SECONDS),
-          "retry-after-ms": String(STORE_RETRY_AFTER_SECONDS * 1000),
-        },
-        cause: err,
-      },
-    );
-  }
 }

@@ -8,12 +8,7 @@ import type { ModelInfo } from "../../engine/types.js";
 import { faultCause } from "../../observability/fault-cause.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
-import {
-  ResponseChainTooLargeError,
-  type ResponseItem,
-  type ResponsesStore,
-  type StoredResponse,
-} from "../../responses/types.js";
+import type { ResponseItem, ResponsesStore, StoredResponse } from "../../responses/types.js";
 import { newObjectId } from "../../store/ids.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError } from "../errors/api-error.js";
@@ -212,14 +207,8 @@ async function resolveReferences(
  * exactly like an unknown one (no existence oracle).
  */
 async function conversation(deps: ResponsesDeps, orgId: string, id: string): Promise<ResolvedItem[]> {
-  let items: ResponseItem[] | undefined;
-  try {
-    items = await deps.store?.conversation(orgId, id, deps.limits.responses.chain);
-  } catch (err) {
-    if (err instanceof ResponseChainTooLargeError)
-      throw new InvalidRequestError(err.message, "previous_response_id");
-    throw err;
-  }
+  // Past a chain bound: ResponseChainTooLargeError, a 400 naming previous_response_id (the one error map).
+  const items = await deps.store?.conversation(orgId, id, deps.limits.responses.chain);
   if (items === undefined) {
     throw notFound(`Previous response with id '${id}' not found.`, "previous_response_id");
   }
