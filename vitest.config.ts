@@ -25,6 +25,9 @@ const MEMORY_TMP = existsSync("/dev/shm") ? { TMPDIR: "/dev/shm" } : {};
 
 export default defineConfig({
   test: {
+    // A test's `hearth serve` never starts a tuned engine build of its own (.ci/run builds it before the tests; the
+    // one test of the background build turns this back on).
+    env: { HEARTH_ENGINE_BACKGROUND_BUILD: "0" },
     testTimeout: 120_000,
     hookTimeout: 180_000,
     pool: "forks",

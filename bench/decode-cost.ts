@@ -1,6 +1,6 @@
 // The engine's ceiling on this machine: the cost of one llama_decode of B tokens (plus sampling), raw node-llama-cpp.
 import type { LlamaContextSequence, Token } from "node-llama-cpp";
-import type { GpuSetting, ModelConfig } from "../src/config/schema.js";
+import type { EngineSettings, GpuSetting, ModelConfig } from "../src/config/schema.js";
 import { loadLlama } from "../src/engine/llama/backend.js";
 import { countingStrategy, createRunnerStats, decodeThreads } from "../src/engine/llama/batching.js";
 import { usableCores } from "../src/engine/llama/cpu.js";
@@ -27,16 +27,24 @@ export interface DecodeCostOptions {
   /** The configured backend and the model's GPU layers, as the engine applies them. */
   gpu: GpuSetting;
   gpuLayers: ModelConfig["gpuLayers"];
+  /** Which llama.cpp build to load (config `engine`, HEARTH_ENGINE_BUILD); default auto. */
+  engine?: EngineSettings | undefined;
+}
+
+/** The decode cost, and the llama.cpp build that was measured ("tuned <key>" or "prebuilt"). */
+export interface DecodeCost {
+  rows: DecodeCostRow[];
+  build: string;
 }
 
 const PROMPT = "Write a long story about a lighthouse keeper.";
 const WARMUP_STEPS = 3;
 
-export async function measureDecodeCost(options: DecodeCostOptions): Promise<DecodeCostRow[]> {
+export async function measureDecodeCost(options: DecodeCostOptions): Promise<DecodeCost> {
   const cores = usableCores();
   const threads = options.threads > 0 ? Math.min(options.threads, cores) : cores;
   const sequences = Math.max(...options.batches);
-  const llama = await loadLlama(options.gpu, cores);
+  const { llama, build } = await loadLlama(options.gpu, cores, options.engine);
   try {
     const model = await llama.loadModel({ modelPath: options.modelPath, gpuLayers: options.gpuLayers });
     const prompt = model.tokenize(PROMPT);
@@ -59,7 +67,8 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
       },
     });
     // The engine's thread rule (decodeThreads), so the ceiling is the best this library does, as the engine runs it.
-    overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
+    const pooled = build.build === "tuned";
+    overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores, pooled));
     const all: LlamaContextSequence[] = Array.from({ length: sequences }, () => context.getSequence());
     await Promise.all(all.map((s) => s.evaluateWithoutGeneratingNewTokens(prompt.slice(0, -1))));
     const last = prompt[prompt.length - 1] as Token;
@@ -98,7 +107,7 @@ export async function measureDecodeCost(options: DecodeCostOptions): Promise<Dec
     await Promise.all(generators.map((g) => g.return()));
     await context.dispose();
     await model.dispose();
-    return rows;
+    return { rows, build: build.build === "tuned" ? `tuned ${build.key ?? ""}`.trimEnd() : "prebuilt" };
   } finally {
     await llama.dispose();
   }

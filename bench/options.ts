@@ -5,6 +5,7 @@ export type Phase =
   | "engine"
   | "decode"
   | "anchor"
+  | "ablation"
   | "prefix"
   | "keys"
   | "grammar"
@@ -44,6 +45,7 @@ const PHASES: readonly Phase[] = [
   "engine",
   "decode",
   "anchor",
+  "ablation",
   "prefix",
   "keys",
   "grammar",
@@ -78,7 +80,9 @@ export function readBenchOptions(env: NodeJS.ProcessEnv = process.env): BenchOpt
       throw new Error(`BENCH_LEVELS must list positive integers, got "${s}"`);
     return n;
   });
-  const phases = list(env, "BENCH_PHASES", PHASES.join(",")).map((s) => {
+  // The llama-server ablation runs only when asked for: it is a study of llama-server, not of Hearth.
+  const defaults = PHASES.filter((p) => p !== "ablation").join(",");
+  const phases = list(env, "BENCH_PHASES", defaults).map((s) => {
     if (!PHASES.includes(s as Phase))
       throw new Error(`BENCH_PHASES: unknown phase "${s}" (${PHASES.join(", ")})`);
     return s as Phase;

@@ -43,6 +43,8 @@ export interface BenchReport {
   settings: { maxTokens: number; seconds: number; repeats: number; parallel: number; decodeSteps: number };
   levels: LevelReport[];
   decodeCost: DecodeCostRow[];
+  /** The llama.cpp build the decode cost was measured on. */
+  decodeBuild?: string | undefined;
   decodeNoise: CpuNoise | undefined;
   targets: TargetCheck[];
 }
@@ -150,7 +152,7 @@ export function renderMarkdown(report: BenchReport): string {
   ];
   if (report.decodeCost.length > 0) {
     parts.push(
-      `## Batched decode cost (raw node-llama-cpp, median of ${settings.decodeSteps} steps, ` +
+      `## Batched decode cost (raw node-llama-cpp, ${report.decodeBuild ?? "unknown"} build, median of ${settings.decodeSteps} steps, ` +
         `CPU steal ${fixed(report.decodeNoise?.stealPercent, 1)} %, ` +
         `other processes ${fixed(report.decodeNoise?.othersPercent, 1)} %)`,
       "One step = one llama_decode of B tokens (one per sequence) plus sampling; B = 16 is the decode ceiling.",

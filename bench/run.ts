@@ -17,6 +17,7 @@ import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
 import { benchKeyVerify } from "./key-verify.js";
 import { benchLimits } from "./limits.js";
+import { benchAblation } from "./llama-server-ablation.js";
 import { type BenchOptions, readBenchOptions } from "./options.js";
 import { benchOverload } from "./overload.js";
 import { benchPrefixReuse } from "./prefix-reuse.js";
@@ -200,19 +201,21 @@ async function main(): Promise<void> {
       ? await enginePhase(options, { ...configured, parallel }, config, plans)
       : undefined;
   let decodeCost: DecodeCostRow[] = [];
+  let decodeBuild: string | undefined;
   let decodeNoise: CpuNoise | undefined;
   if (options.phases.includes("decode") && configured !== undefined) {
     log(`decode cost: B = ${DECODE_BATCHES.join(", ")}`);
     const modelPath = await ensureModelFile(configured, { modelsDir: config.modelsDir });
     const meter = startNoiseMeter([process.pid]);
-    decodeCost = await measureDecodeCost({
+    ({ rows: decodeCost, build: decodeBuild } = await measureDecodeCost({
       modelPath,
       batches: DECODE_BATCHES,
       steps: options.decodeSteps,
       threads: configured.threads,
       gpu: config.gpu ?? "auto",
       gpuLayers: configured.gpuLayers,
-    });
+      engine: config.engine,
+    }));
     decodeNoise = meter();
     if (decodeNoise !== undefined) log(`decode cost: CPU: ${describeNoise(decodeNoise)}`);
   }
@@ -246,6 +249,7 @@ async function main(): Promise<void> {
     },
     levels,
     decodeCost,
+    decodeBuild,
     decodeNoise,
     targets: checkTargets(levels, decodeCost),
   };
@@ -259,6 +263,11 @@ async function main(): Promise<void> {
       model: modelId,
     });
     extra += `\n## Anchor: llama.cpp's llama-server and Hearth on the same model\n\n${anchor}\n`;
+  }
+  if (options.phases.includes("ablation")) {
+    log("ablation: llama-server, one setting changed at a time");
+    const ablation = await benchAblation({ seconds: options.seconds, repeats: Math.max(2, options.repeats) });
+    extra += `\n## Ablation: what each llama-server setting is worth here\n\n${ablation}\n`;
   }
   if (options.phases.includes("prefix")) {
     log("prefix reuse: TTFT warm vs cold");

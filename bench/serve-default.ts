@@ -11,6 +11,8 @@ export interface DefaultServerOptions {
   maxQueue: number;
   /** llama.cpp threads; 0 = every core (the default). 1 on a machine shared with other work (see bench/fleet.ts). */
   threads: number;
+  /** The `engine:` block: which llama.cpp build serves (default auto: the tuned build when cached). */
+  engine?: { build?: "auto" | "prebuilt"; threadPoolPoll?: number };
 }
 
 /** Starts the server (stopped with `stop()`, which also removes its config), ending it if this process is interrupted. */
@@ -28,6 +30,8 @@ export async function startDefaultServer(options: DefaultServerOptions): Promise
       models: [
         { ...embedded, threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue },
       ],
+      // Never a build started by the benchmark: it would take the cores being measured.
+      engine: { ...options.engine, backgroundBuild: false },
     }),
   );
   const server = await startServerProcess({ args: ["--config", config] });

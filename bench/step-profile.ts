@@ -120,8 +120,10 @@ async function main(): Promise<void> {
       // As before issue 13: a top-k over the whole vocabulary (sorts every logit before each draw).
       (runner as unknown as { loop: { sampling: { noTopK: number } } }).loop.sampling.noTopK = 0;
     }
+    const build = (await engine.accelerator())?.build;
+    const buildName = build?.build === "tuned" ? `tuned ${build.key}` : (build?.build ?? "unknown");
     const lines = [
-      `One stream, ${REQUESTS} requests of ${MAX_TOKENS} tokens, in-process engine (no HTTP), ${cpus()[0]?.model ?? "CPU"}; ms per token, p50 / p95.`,
+      `One stream, ${REQUESTS} requests of ${MAX_TOKENS} tokens, in-process engine (no HTTP), ${cpus()[0]?.model ?? "CPU"}, ${buildName} llama.cpp build (HEARTH_ENGINE_BUILD=prebuilt for the other); ms per token, p50 / p95.`,
       "",
       "| temperature | tok/s | decode | sampling | decode end → sampling | sampled → next decode | per token |",
       "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

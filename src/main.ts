@@ -10,9 +10,11 @@ import { buildServices, type Services } from "./app/services.js";
 import { ensureModelFile } from "./catalogue/fetch.js";
 import { createProgressReporter, teeProgress } from "./catalogue/progress.js";
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS, type HearthConfig } from "./config/schema.js";
+import { startBackgroundEngineBuild } from "./engine/llama/background-build.js";
+import { planEngineBuild } from "./engine/llama/engine-build.js";
 import { LlamaEngine } from "./engine/llama/llama-engine.js";
 import { EngineRegistry } from "./engine/registry.js";
-import type { Engine } from "./engine/types.js";
+import type { Engine, EngineBuildState } from "./engine/types.js";
 import { UpstreamEngine } from "./engine/upstream/upstream-engine.js";
 import { createApp } from "./http/app.js";
 import { listen } from "./http/server.js";
@@ -64,6 +66,8 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
         ? logger.error({ model: e.model, reason: e.reason }, "model failed to load")
         : logger.info({ model: e.model, state: e.state, reason: e.reason }, `model ${e.state}`),
     memory: config.memory,
+    engine: config.engine,
+    onEngineBuild: (state) => reportEngineBuild(state, config, logger),
   });
   // The metrics exist once the services do; the upstream engine reports first tokens to them from then on.
   let metrics: Metrics | undefined;
@@ -161,4 +165,34 @@ function withDeadline(work: Promise<void>, ms: number): Promise<boolean> {
     timer = setTimeout(() => resolve(false), ms);
   });
   return Promise.race([work.then(() => true), deadline]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * One log line on which llama.cpp build serves. When the tuned build is missing (a first start), it is started in
+ * the background at low priority (engine.backgroundBuild) and serves from the next start.
+ */
+function reportEngineBuild(state: EngineBuildState, config: HearthConfig, logger: Logger): void {
+  if (state.build === "tuned") {
+    logger.info({ build: state.key }, "engine: the tuned llama.cpp build serves (compiled for this CPU)");
+    return;
+  }
+  if (state.missing !== true || config.engine?.backgroundBuild === false) {
+    logger.info({ reason: state.reason }, "engine: node-llama-cpp's prebuilt binaries serve");
+    return;
+  }
+  startBackgroundEngineBuild(planEngineBuild()).then(
+    (background) =>
+      logger.warn(
+        background.started
+          ? { build: state.key, log: background.log, pid: background.pid }
+          : { build: state.key, pid: background.pid },
+        "engine: node-llama-cpp's prebuilt binaries serve for now; the tuned build for this CPU is compiling in " +
+          "the background at low priority and serves from the next start",
+      ),
+    (err: unknown) =>
+      logger.warn(
+        { err, reason: state.reason },
+        "engine: the prebuilt binaries serve; the background build did not start",
+      ),
+  );
 }

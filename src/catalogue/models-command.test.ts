@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { registerModelsCommands } from "../cli/local-models.js";
 import { ConfigError } from "../config/load.js";
 import { type HearthConfig, modelConfigSchema, serverConfigSchema } from "../config/schema.js";
+import { planEngineBuild } from "../engine/llama/engine-build.js";
 
 let root: string;
 let config: HearthConfig;
@@ -39,6 +40,8 @@ async function runCli(
 
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), "hearth-models-cli-"));
+  // An engine cache of its own, empty: the tuned build is "not built" whatever this machine's cache holds.
+  process.env.HEARTH_ENGINE_CACHE = join(root, "engine");
   const good = join(root, "good.gguf");
   writeFileSync(good, Buffer.concat([Buffer.from("GGUF"), Buffer.alloc(64)]));
   config = {
@@ -89,6 +92,7 @@ describe("hearth models list", () => {
         path: join(root, "good.gguf"),
         gpu: null,
         gpuLayers: null,
+        engineBuild: null,
         defaults: { temperature: 0.2, top_p: 0.9 },
       },
       {
@@ -100,6 +104,7 @@ describe("hearth models list", () => {
         path: join(root, "missing.gguf"),
         gpu: null,
         gpuLayers: null,
+        engineBuild: null,
         defaults: null,
       },
     ]);
@@ -108,21 +113,28 @@ describe("hearth models list", () => {
   it("prints a table by default", async () => {
     const { out } = await runCli(["models", "list"]);
     const lines = out.trimEnd().split("\n");
-    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+DEFAULTS\s+PATH$/);
+    expect(lines[0]).toMatch(/^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+BUILD\s+CACHED\s+DEFAULTS\s+PATH$/);
     expect(lines[1]).toMatch(
-      /^good\s+\S+good\.gguf\s+4096\s+2\s+-\s+yes\s+temperature=0\.2 top_p=0\.9\s+\S+good\.gguf$/,
+      /^good\s+\S+good\.gguf\s+4096\s+2\s+-\s+-\s+yes\s+temperature=0\.2 top_p=0\.9\s+\S+good\.gguf$/,
     );
-    expect(lines[2]).toMatch(/^missing\s+.*\s+-\s+no\s+-\s+/);
-    expect(lines[3]).toBe("Engine: unknown (no server at http://127.0.0.1:9); configured gpu: auto");
+    expect(lines[2]).toMatch(/^missing\s+.*\s+-\s+-\s+no\s+-\s+/);
+    // No server: whether the engine cache (an empty one here) has the tuned build for this install and CPU.
+    expect(lines[3]).toBe(
+      `Engine: unknown (no server at http://127.0.0.1:9); configured gpu: auto; tuned build ${planEngineBuild().key}: not built`,
+    );
   });
 
   it("shows the running server's backend, each model's GPU layers and the GPU's memory", async () => {
     // A real HTTP server answering /health as a Hearth on a GPU would (none runs here: docs/models.md).
     const body = {
       status: "starting",
-      engine: { gpu: "cuda", vram: { total: 8 * 2 ** 30, used: 1.5 * 2 ** 30, free: 6.5 * 2 ** 30 } },
+      engine: {
+        gpu: "cuda",
+        build: { build: "prebuilt", reason: "gpu: cuda runs on the prebuilt binaries" },
+        vram: { total: 8 * 2 ** 30, used: 1.5 * 2 ** 30, free: 6.5 * 2 ** 30 },
+      },
       models: [
-        { id: "good", status: "ok", gpu_layers: 24 },
+        { id: "good", status: "ok", gpu_layers: 24, engine_build: "prebuilt" },
         { id: "missing", status: "loading" },
       ],
     };
@@ -135,9 +147,11 @@ describe("hearth models list", () => {
     const running = { ...config, serverUrl: `http://127.0.0.1:${port}`, gpu: "cuda" as const };
     try {
       const lines = (await runCli(["models", "list"], () => running)).out.trimEnd().split("\n");
-      expect(lines[1]).toMatch(/^good\s+\S+\s+4096\s+2\s+cuda, 24 layers\s+yes\s/);
-      expect(lines[2]).toMatch(/^missing\s+\S+\s+2048\s+8\s+-\s+no\s/);
-      expect(lines[3]).toBe("Engine: GPU cuda; VRAM 1.5 used of 8.0 GiB; configured gpu: cuda");
+      expect(lines[1]).toMatch(/^good\s+\S+\s+4096\s+2\s+cuda, 24 layers\s+prebuilt\s+yes\s/);
+      expect(lines[2]).toMatch(/^missing\s+\S+\s+2048\s+8\s+-\s+-\s+no\s/);
+      expect(lines[3]).toBe(
+        "Engine: GPU cuda, prebuilt binaries (gpu: cuda runs on the prebuilt binaries); VRAM 1.5 used of 8.0 GiB; configured gpu: cuda",
+      );
       const json = JSON.parse((await runCli(["models", "list", "--json"], () => running)).out);
       expect(json.map((r: { gpu: unknown; gpuLayers: unknown }) => [r.gpu, r.gpuLayers])).toEqual([
         ["cuda", 24],

@@ -4,6 +4,7 @@ import { ConfigError, loadConfig } from "../config/load.js";
 import type { HearthConfig } from "../config/schema.js";
 import { startServer } from "../main.js";
 import { registerAdminCommands } from "./admin/index.js";
+import { registerEngineCommands } from "./engine.js";
 import { registerModelsCommands } from "./local-models.js";
 
 function integer(value: string): number {
@@ -63,6 +64,7 @@ program
   );
 
 registerModelsCommands(program, configFromGlobalOptions);
+registerEngineCommands(program);
 registerAdminCommands(program, configFromGlobalOptions);
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -8,7 +8,8 @@ import { ModelSourceError } from "../catalogue/source.js";
 import { ConfigError, loadConfig as loadConfigFromFile } from "../config/load.js";
 import type { SamplingDefaults } from "../config/sampling-defaults.js";
 import { type HearthConfig, type ModelConfig, modelConfigSchema } from "../config/schema.js";
-import type { AcceleratorState } from "../engine/types.js";
+import { findEngineBuild, planEngineBuild } from "../engine/llama/engine-build.js";
+import type { AcceleratorState, EngineBuildState } from "../engine/types.js";
 import type { ListWire, ModelWire } from "../http/admin/wire.js";
 import { AdminClient } from "./admin/client.js";
 
@@ -22,6 +23,8 @@ interface ModelRow {
   /** What the running server reports; null when no server answers at HEARTH_URL or the model is not loaded. */
   gpu: AcceleratorState["gpu"] | null;
   gpuLayers: number | null;
+  /** The llama.cpp build that serves the model ("tuned" or "prebuilt"); null when no server says. */
+  engineBuild: EngineBuildState["build"] | null;
   /** With a running server: where the model is in its lifecycle, and its download or load progress. */
   state?: string;
   progress?: string;
@@ -63,7 +66,8 @@ async function describeModel(
   health: HealthBody | undefined,
 ): Promise<ModelRow> {
   const { path, cached } = await inspectModelFile(model, modelsDir);
-  const gpuLayers = health?.models?.find((h) => h.id === model.id)?.gpu_layers;
+  const served = health?.models?.find((h) => h.id === model.id);
+  const gpuLayers = served?.gpu_layers;
   return {
     id: model.id,
     source: model.source,
@@ -73,6 +77,7 @@ async function describeModel(
     path,
     gpu: health?.engine?.gpu ?? null,
     gpuLayers: gpuLayers ?? null,
+    engineBuild: served?.engine_build ?? null,
     defaults: model.defaults ?? null,
   };
 }
@@ -89,15 +94,31 @@ function gpuCell(row: ModelRow): string {
   return row.gpu === false ? "cpu" : `${row.gpu}, ${row.gpuLayers} layers`;
 }
 
-/** One line on the running server's backend, with the GPU's memory where RAM would be shown. */
-function engineLine(config: HearthConfig, health: HealthBody | undefined): string {
+/**
+ * One line on the running server's backend and llama.cpp build, with the GPU's memory where RAM would be shown;
+ * without a server, whether the engine cache holds the tuned build for this install and CPU.
+ */
+async function engineLine(config: HearthConfig, health: HealthBody | undefined): Promise<string> {
   const configured = `configured gpu: ${String(config.gpu ?? "auto")}`;
   const engine = health?.engine;
-  if (engine === undefined) return `Engine: unknown (no server at ${config.serverUrl}); ${configured}`;
-  if (engine.gpu === false) return `Engine: CPU (node-llama-cpp's llama.gpu is false); ${configured}`;
+  if (engine === undefined) {
+    const plan = planEngineBuild();
+    const cached = (await findEngineBuild(plan)) === undefined ? "not built" : "built";
+    return `Engine: unknown (no server at ${config.serverUrl}); ${configured}; tuned build ${plan.key}: ${cached}`;
+  }
+  const build = buildText(engine.build);
+  if (engine.gpu === false)
+    return `Engine: CPU (node-llama-cpp's llama.gpu is false), ${build}; ${configured}`;
   const vram =
     engine.vram === undefined ? "" : `; VRAM ${gib(engine.vram.used)} used of ${gib(engine.vram.total)} GiB`;
-  return `Engine: GPU ${engine.gpu}${vram}; ${configured}`;
+  return `Engine: GPU ${engine.gpu}, ${build}${vram}; ${configured}`;
+}
+
+/** "tuned llama.cpp build 0123456789abcdef", or "prebuilt binaries (why)". */
+function buildText(build: EngineBuildState | undefined): string {
+  if (build === undefined) return "build unknown";
+  if (build.build === "tuned") return `tuned llama.cpp build ${build.key ?? ""}`.trimEnd();
+  return build.reason === undefined ? "prebuilt binaries" : `prebuilt binaries (${build.reason})`;
 }
 
 function gib(bytes: number): string {
@@ -116,6 +137,7 @@ interface HealthBody {
   models?: {
     id: string;
     gpu_layers?: number;
+    engine_build?: EngineBuildState["build"];
     state?: string;
     progress?: ProgressWire;
     error?: string;
@@ -318,6 +340,7 @@ export function registerModelsCommands(
           "CONTEXT",
           "PARALLEL",
           "GPU",
+          "BUILD",
           "CACHED",
           ...(states ? ["STATE", "PROGRESS"] : []),
           "DEFAULTS",
@@ -329,12 +352,13 @@ export function registerModelsCommands(
           String(r.contextSize),
           String(r.parallel),
           gpuCell(r),
+          r.engineBuild ?? "-",
           r.cached ? "yes" : "no",
           ...(states ? [r.state ?? "not served", r.progress ?? ""] : []),
           defaultsCell(r.defaults),
           r.path,
         ]);
-        if (lines.length > 0) out(`${table([header, ...lines])}\n${engineLine(config, health)}\n`);
+        if (lines.length > 0) out(`${table([header, ...lines])}\n${await engineLine(config, health)}\n`);
         if (upstream.length > 0) {
           const endpointLines = upstream.flatMap((m) =>
             m.upstream.endpoints.map((e) => [

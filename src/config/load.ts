@@ -7,6 +7,8 @@ import type { z } from "zod";
 import { parseModelSource } from "../catalogue/source.js";
 import {
   defaultModels,
+  type EngineFileSettings,
+  engineSettingsSchema,
   fileConfigSchema,
   type HearthConfig,
   type ModelConfig,
@@ -138,7 +140,22 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
     serverUrl: env.HEARTH_URL || `http://${server.host}:${server.port}`,
     logLevel: env.HEARTH_LOG_LEVEL || "info",
     gpu: parsed.data.gpu,
+    engine: engineSettings(parsed.data.engine, env),
   };
+}
+
+/** The `engine:` block with HEARTH_ENGINE_BUILD and HEARTH_ENGINE_BACKGROUND_BUILD over it. */
+function engineSettings(file: EngineFileSettings, env: NodeJS.ProcessEnv): EngineFileSettings {
+  const build = env.HEARTH_ENGINE_BUILD || undefined;
+  const background = env.HEARTH_ENGINE_BACKGROUND_BUILD || undefined;
+  const merged = {
+    ...file,
+    ...(build === undefined ? {} : { build }),
+    ...(background === undefined ? {} : { backgroundBuild: background !== "0" && background !== "false" }),
+  };
+  const checked = engineSettingsSchema.safeParse(merged);
+  if (!checked.success) throw new ConfigError(formatZodIssues(checked.error, "HEARTH_ENGINE_BUILD"));
+  return checked.data;
 }
 
 interface ModelOverrides {

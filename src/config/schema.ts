@@ -462,6 +462,32 @@ export const memoryBudgetSchema = z
 
 export type MemoryBudget = z.infer<typeof memoryBudgetSchema>;
 
+/** The embedded engine's llama.cpp build (docs/models.md, "The tuned engine build"). */
+export const engineSettingsSchema = z
+  .object({
+    build: z
+      .enum(["auto", "prebuilt"])
+      .default("auto")
+      .describe("auto: the tuned build when the engine cache has it, else the prebuilt binaries"),
+    backgroundBuild: z
+      .boolean()
+      .default(true)
+      .describe("build the tuned engine in the background, at low priority, when it is missing"),
+    threadPoolPoll: z
+      .number()
+      .int()
+      .min(0)
+      .max(100)
+      .optional()
+      .describe(
+        "how long the tuned build's idle pool threads poll for work (0-100); unset: Hearth's default",
+      ),
+  })
+  .strict();
+
+export type EngineSettings = Pick<z.infer<typeof engineSettingsSchema>, "build" | "threadPoolPoll">;
+export type EngineFileSettings = z.infer<typeof engineSettingsSchema>;
+
 export const fileConfigSchema = z
   .object({
     server: serverConfigSchema.default(serverConfigSchema.parse({})),
@@ -471,6 +497,7 @@ export const fileConfigSchema = z
     metrics: metricsConfigSchema.default({}),
     memory: memoryBudgetSchema.optional(),
     gpu: gpuSchema.default("auto"),
+    engine: engineSettingsSchema.default(engineSettingsSchema.parse({})),
   })
   .strict();
 
@@ -519,4 +546,6 @@ export interface HearthConfig {
   logLevel: string;
   /** The embedded engine's backend; optional (default auto) so configs built by hand need not name it. */
   gpu?: GpuSetting | undefined;
+  /** The embedded engine's build (the `engine:` block); optional like `gpu` (default: auto, background build on). */
+  engine?: EngineFileSettings | undefined;
 }

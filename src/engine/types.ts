@@ -318,12 +318,28 @@ export interface ModelHealth {
   endpoints?: EndpointHealth[];
   /** Embedded models once loaded: layers offloaded to the GPU (0 on the CPU). */
   gpuLayers?: number;
+  /** Embedded models once loaded: the llama.cpp build that serves them. */
+  engineBuild?: EngineBuildState["build"];
+}
+
+/** Which llama.cpp build serves the embedded models, as /health and `hearth models list` show it. */
+export interface EngineBuildState {
+  /** "tuned": Hearth's build for this CPU; "prebuilt": node-llama-cpp's binaries. */
+  build: "tuned" | "prebuilt";
+  /** The tuned build's key (also when it is missing: the one that would serve). */
+  key?: string;
+  /** Why the prebuilt binaries serve, when the tuned build was wanted. */
+  reason?: string;
+  /** The tuned build was wanted and the engine cache does not have it (a background build can make it). */
+  missing?: boolean;
 }
 
 /** What the embedded engine computes on: node-llama-cpp's backend, and on a GPU its memory (bytes). */
 export interface AcceleratorState {
   /** The backend node-llama-cpp loaded: a GPU type, or false for the CPU. */
   gpu: "cuda" | "vulkan" | "metal" | false;
+  /** Which llama.cpp build serves: Hearth's tuned CPU build or node-llama-cpp's prebuilt binaries. */
+  build: EngineBuildState;
   /** On a GPU: VRAM of all devices together, as llama.cpp reports it. */
   vram?: { total: number; used: number; free: number };
 }

@@ -226,6 +226,7 @@ function modelHealthWire(h: ModelHealth) {
     id: h.model,
     status: h.ready ? "ok" : (h.detail ?? "unavailable"),
     ...(h.gpuLayers === undefined ? {} : { gpu_layers: h.gpuLayers }),
+    ...(h.engineBuild === undefined ? {} : { engine_build: h.engineBuild }),
     ...(h.state === undefined ? {} : { state: h.state }),
     ...(h.progress === undefined
       ? {}

@@ -125,17 +125,20 @@ describe("Metrics", () => {
     let { samples } = parse((await metrics.render()).body);
     expect(samples.filter((s) => s.name === "hearth_engine_gpu_info")).toEqual([]);
 
-    state = { gpu: false };
+    state = { gpu: false, build: { build: "tuned", key: "0123456789abcdef" } };
     ({ samples } = parse((await metrics.render()).body));
     expect(samples.filter((s) => s.name === "hearth_engine_gpu_info")).toEqual([
       { name: "hearth_engine_gpu_info", labels: { gpu: "false" }, value: 1 },
+    ]);
+    expect(samples.filter((s) => s.name === "hearth_engine_build_info")).toEqual([
+      { name: "hearth_engine_build_info", labels: { build: "tuned" }, value: 1 },
     ]);
     expect(samples.filter((s) => s.name === "hearth_gpu_vram_bytes")).toEqual([]);
     expect(samples.filter((s) => s.name === "hearth_model_gpu_layers")).toEqual([
       { name: "hearth_model_gpu_layers", labels: { model: "m1" }, value: 0 },
     ]);
 
-    state = { gpu: "cuda", vram: { total: 8e9, used: 2e9, free: 6e9 } };
+    state = { gpu: "cuda", build: { build: "prebuilt" }, vram: { total: 8e9, used: 2e9, free: 6e9 } };
     ({ samples } = parse((await metrics.render()).body));
     expect(value(samples, "hearth_engine_gpu_info", { gpu: "cuda" })).toBe(1);
     expect(value(samples, "hearth_engine_gpu_info", { gpu: "false" })).toBeUndefined();

@@ -121,6 +121,17 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: "hearth_engine_build_info",
+      help: 'The embedded engine\'s llama.cpp build: 1 with label build = "tuned" (Hearth\'s, for this CPU) or "prebuilt".',
+      labelNames: ["build"],
+      registers,
+      async collect() {
+        this.reset();
+        const state = await load.accelerator?.();
+        if (state !== undefined) this.set({ build: state.build.build }, 1);
+      },
+    });
+    new Gauge({
       name: "hearth_gpu_vram_bytes",
       help: "GPU memory as llama.cpp reports it (all devices), by state: total, used, free.",
       labelNames: ["state"],

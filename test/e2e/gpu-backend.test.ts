@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { planEngineBuild } from "../../src/engine/llama/engine-build.js";
 import { dataDirWithPglite } from "../support/pglite-template.js";
 import {
   hearthCli,
@@ -73,8 +74,9 @@ describe("gpu: auto (the default) on a machine without a GPU", () => {
     expect(await health.json()).toMatchObject({
       status: "ok",
       store: "ok",
-      engine: { gpu: false },
-      models: [{ id: MODEL, status: "ok", gpu_layers: 0 }],
+      // .ci/run builds the tuned engine first: it serves.
+      engine: { gpu: false, build: { build: "tuned", key: planEngineBuild().key } },
+      models: [{ id: MODEL, status: "ok", gpu_layers: 0, engine_build: "tuned" }],
     });
     expect(server.output()).toMatch(/"gpu":false[^\n]*"msg":"models ready"/);
   });
@@ -82,6 +84,7 @@ describe("gpu: auto (the default) on a machine without a GPU", () => {
   it("exposes the backend in /metrics beside the process's resident memory, and no VRAM", async () => {
     const text = await (await fetch(`${server.url}/metrics`)).text();
     expect(text).toMatch(/^hearth_engine_gpu_info\{gpu="false"\} 1$/m);
+    expect(text).toMatch(/^hearth_engine_build_info\{build="tuned"\} 1$/m);
     expect(text).toMatch(new RegExp(`^hearth_model_gpu_layers\\{model="${MODEL}"\\} 0$`, "m"));
     expect(text).toMatch(/^process_resident_memory_bytes \d+/m);
     expect(text).not.toMatch(/^hearth_gpu_vram_bytes\{/m);
@@ -92,17 +95,19 @@ describe("gpu: auto (the default) on a machine without a GPU", () => {
     const lines = stdout.trimEnd().split("\n");
     // A server answers: each model's state and progress are listed too.
     expect(lines[0]).toMatch(
-      /^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+CACHED\s+STATE\s+PROGRESS\s+DEFAULTS\s+PATH$/,
+      /^ID\s+SOURCE\s+CONTEXT\s+PARALLEL\s+GPU\s+BUILD\s+CACHED\s+STATE\s+PROGRESS\s+DEFAULTS\s+PATH$/,
     );
     // The default model's sampling defaults (its model card's) are listed too.
     expect(lines[1]).toMatch(
       new RegExp(
-        `^${MODEL}\\s+\\S+\\s+2048\\s+8\\s+cpu\\s+yes\\s+ready\\s.*temperature=0\\.2 top_p=0\\.9\\s`,
+        `^${MODEL}\\s+\\S+\\s+2048\\s+8\\s+cpu\\s+tuned\\s+yes\\s+ready\\s.*temperature=0\\.2 top_p=0\\.9\\s`,
       ),
     );
-    expect(lines[2]).toBe("Engine: CPU (node-llama-cpp's llama.gpu is false); configured gpu: auto");
+    expect(lines[2]).toBe(
+      `Engine: CPU (node-llama-cpp's llama.gpu is false), tuned llama.cpp build ${planEngineBuild().key}; configured gpu: auto`,
+    );
     const json = JSON.parse((await hearthCli(server, ["models", "list", "--json"])).stdout);
-    expect(json[0]).toMatchObject({ id: MODEL, gpu: false, gpuLayers: 0 });
+    expect(json[0]).toMatchObject({ id: MODEL, gpu: false, gpuLayers: 0, engineBuild: "tuned" });
   });
 });
 

@@ -37,7 +37,7 @@ async function text(generation: Generation): Promise<string> {
 beforeAll(async () => {
   for (const gpu of ["cuda", "vulkan"] as const) {
     try {
-      const llama = await loadLlama(gpu, 1);
+      const { llama } = await loadLlama(gpu, 1);
       explicit.set(gpu, { gpu: llama.gpu });
       await llama.dispose();
     } catch (error) {

@@ -1,5 +1,6 @@
 // A GenerationRequest for engine tests and the benchmark: greedy, seeded, short, one choice; override any field.
-import type { GenerationRequest, SamplingParams } from "../../src/engine/types.js";
+import { generate } from "../../src/engine/generate.js";
+import type { Engine, GenerationRequest, SamplingParams } from "../../src/engine/types.js";
 
 export function greedySampling(overrides: Partial<SamplingParams> = {}): SamplingParams {
   return {
@@ -27,4 +28,12 @@ export function generationRequest(
     cacheScope: "org_a",
     ...overrides,
   };
+}
+
+/** The text of one short greedy generation of `model` on `engine`. */
+export async function generatedText(engine: Engine, model: string): Promise<string> {
+  let text = "";
+  for await (const event of (await generate(engine, generationRequest(model))).events)
+    if (event.type === "delta") text += event.text;
+  return text;
 }

@@ -11,6 +11,7 @@ export function llamaEngine(config: HearthConfig): LlamaEngine {
   return new LlamaEngine({
     models: config.models,
     gpu: config.gpu,
+    engine: config.engine,
     resolveModelPath: (model) => ensureModelFile(model, { modelsDir: config.modelsDir }),
   });
 }

@@ -1,8 +1,10 @@
-// The llama.cpp backend (CPU, CUDA, Vulkan, Metal) from node-llama-cpp's prebuilt binaries, never a build, and what
-// operators see of it: the backend in use and the GPU's memory.
-import { getLlama, type Llama, LlamaLogLevel } from "node-llama-cpp";
-import type { GpuSetting } from "../../config/schema.js";
-import type { AcceleratorState } from "../types.js";
+// The llama.cpp backend (CPU, CUDA, Vulkan, Metal): Hearth's tuned CPU build when `hearth engine build` made it,
+// else node-llama-cpp's prebuilt binaries (never a build at run time), and what operators see of it: the backend,
+// the build and the GPU's memory.
+import { getLlama, getLlamaGpuTypes, type Llama, LlamaLogLevel } from "node-llama-cpp";
+import type { EngineSettings, GpuSetting } from "../../config/schema.js";
+import type { AcceleratorState, EngineBuildState } from "../types.js";
+import { findEngineBuild, linkEngineBuild, planEngineBuild } from "./engine-build.js";
 
 /** `gpu: cuda` or `gpu: vulkan` was configured, and node-llama-cpp has no working prebuilt binary for it here. */
 export class GpuUnavailableError extends Error {
@@ -20,23 +22,81 @@ export class GpuUnavailableError extends Error {
   }
 }
 
+/** node-llama-cpp's Llama and which build it runs. */
+export interface LoadedLlama {
+  llama: Llama;
+  build: EngineBuildState;
+}
+
 /**
- * node-llama-cpp's Llama on the configured backend, from its prebuilt binaries only (`build: "never"`: nothing is
- * compiled or downloaded at run time). `auto` takes the GPU when a prebuilt GPU binary works here, else the CPU;
- * an explicit GPU that does not work is a start-up error, never a silent fallback to the CPU.
+ * node-llama-cpp's Llama on the configured backend; nothing is compiled or downloaded here (`build: "never"`).
+ * On the CPU, with `engine.build: auto`, the tuned build serves when the engine cache has it for this install and
+ * CPU; otherwise, or when it does not load, the prebuilt binaries do (`build.reason` says why). `auto` takes the
+ * GPU when a prebuilt GPU binary works here, else the CPU; an explicit GPU that does not work is a start-up error,
+ * never a silent fallback to the CPU.
  */
-export async function loadLlama(gpu: GpuSetting, maxThreads: number): Promise<Llama> {
+export async function loadLlama(
+  gpu: GpuSetting,
+  maxThreads: number,
+  settings: EngineSettings = { build: "auto", threadPoolPoll: undefined },
+): Promise<LoadedLlama> {
+  const tuned = await loadTunedLlama(gpu, maxThreads, settings);
+  if ("llama" in tuned) return tuned;
   try {
-    return await getLlama({ gpu, build: "never", maxThreads, logLevel: LlamaLogLevel.error });
+    const llama = await getLlama({ gpu, build: "never", maxThreads, logLevel: LlamaLogLevel.error });
+    return { llama, build: { ...tuned, build: "prebuilt" } };
   } catch (err) {
     if (gpu === "auto" || gpu === false) throw err;
     throw new GpuUnavailableError(gpu, err);
   }
 }
 
-/** The backend in use and, on a GPU, its memory as llama.cpp reports it (bytes, all devices together). */
-export async function acceleratorState(llama: Llama): Promise<AcceleratorState> {
-  if (llama.gpu === false) return { gpu: false };
+/** The tuned build's Llama, or why the prebuilt binaries serve instead. */
+async function loadTunedLlama(
+  gpu: GpuSetting,
+  maxThreads: number,
+  settings: EngineSettings,
+): Promise<LoadedLlama | Omit<EngineBuildState, "build">> {
+  if (settings.build === "prebuilt") return { reason: "engine.build is prebuilt" };
+  if (gpu !== false && gpu !== "auto") return { reason: `gpu: ${gpu} runs on the prebuilt binaries` };
+  if (gpu === "auto" && (await getLlamaGpuTypes("supported")).some((type) => type !== false))
+    return { reason: "a GPU is available: the tuned build is for the CPU" };
+  const plan = planEngineBuild();
+  const record = await findEngineBuild(plan);
+  if (record === undefined)
+    return {
+      key: plan.key,
+      missing: true,
+      reason: "the tuned build is not in the engine cache (hearth engine build)",
+    };
+  // Read by the patched addon when each context creates its thread pool.
+  if (settings.threadPoolPoll !== undefined)
+    process.env.HEARTH_THREADPOOL_POLL = String(settings.threadPoolPoll);
+  try {
+    await linkEngineBuild(record, plan);
+    const llama = await getLlama({
+      gpu: false,
+      build: "never",
+      cmakeOptions: { ...plan.cmakeOptions },
+      maxThreads,
+      logLevel: LlamaLogLevel.error,
+      progressLogs: false,
+    });
+    if (llama.buildType === "localBuild") return { llama, build: { build: "tuned", key: plan.key } };
+    await llama.dispose();
+    return { key: plan.key, reason: "node-llama-cpp did not take the tuned build" };
+  } catch (err) {
+    return {
+      key: plan.key,
+      reason: `the tuned build did not load: ${err instanceof Error ? err.message : err}`,
+    };
+  }
+}
+
+/** The backend and build in use and, on a GPU, its memory as llama.cpp reports it (bytes, all devices together). */
+export async function acceleratorState(loaded: LoadedLlama): Promise<AcceleratorState> {
+  const { llama, build } = loaded;
+  if (llama.gpu === false) return { gpu: false, build };
   const { total, used, free } = await llama.getVramState();
-  return { gpu: llama.gpu, vram: { total, used, free } };
+  return { gpu: llama.gpu, build, vram: { total, used, free } };
 }

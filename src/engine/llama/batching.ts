@@ -78,8 +78,9 @@ export function countingStrategy(
  * between steps (sampling, detokenizing, the stream's writes) otherwise preempts a compute thread that the others
  * then wait for at every barrier. Measured at one stream on 2 vCPUs (AMD EPYC, SmolLM2): 2 threads 80–82 tok/s,
  * ITL p95 28 ms; 1 thread 104–110 tok/s, ITL p95 11–12 ms. Larger batches keep every thread (16 streams: 2 threads
- * 266–280 tok/s, 1 thread 147–166).
+ * 266–280 tok/s, 1 thread 147–166). With a persistent thread pool (the tuned build) the rule does not apply: the
+ * pool's threads wait for work instead of being created per decode, and every decode takes them all.
  */
-export function decodeThreads(tokens: number, threads: number, cores: number): number {
-  return tokens <= 1 && threads > 1 && threads >= cores ? threads - 1 : threads;
+export function decodeThreads(tokens: number, threads: number, cores: number, pooled = false): number {
+  return !pooled && tokens <= 1 && threads > 1 && threads >= cores ? threads - 1 : threads;
 }

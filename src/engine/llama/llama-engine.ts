@@ -1,14 +1,14 @@
 // The Engine port on node-llama-cpp: each model is loaded and unloaded at run time (states with progress), within a
 // memory budget (least recently used idle models make room) and its keepAlive; requests go to its runner.
-import type { Llama } from "node-llama-cpp";
 import type { ProgressReporter } from "../../catalogue/progress.js";
 import { TemplateThread } from "../../chat/template/thread.js";
 import { parseKeepAlive } from "../../config/durations.js";
-import type { GpuSetting, MemoryBudget, ModelConfig } from "../../config/schema.js";
+import type { EngineSettings, GpuSetting, MemoryBudget, ModelConfig } from "../../config/schema.js";
 import { EngineNotReadyError, ModelCatalogueError, ModelMemoryError, UnknownModelError } from "../errors.js";
 import type {
   AcceleratorState,
   Engine,
+  EngineBuildState,
   Generation,
   GenerationRequest,
   MemoryEstimate,
@@ -20,7 +20,7 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../types.js";
-import { acceleratorState, loadLlama } from "./backend.js";
+import { acceleratorState, type LoadedLlama, loadLlama } from "./backend.js";
 import { usableCores } from "./cpu.js";
 import { planEviction } from "./memory-budget.js";
 import { disposeModel, estimateModelMemory, type LoadedModel, loadModel } from "./model-loader.js";
@@ -38,6 +38,10 @@ export interface LlamaEngineOptions {
   onModelEvent?: (event: ModelEvent) => void;
   /** What the loaded models may take together; unset: no budget. */
   memory?: MemoryBudget | undefined;
+  /** Which llama.cpp build to load (config `engine`); default auto: the tuned build when it is cached. */
+  engine?: EngineSettings | undefined;
+  /** Told once which build serves, and why the prebuilt binaries do when the tuned build was wanted. */
+  onEngineBuild?: (state: EngineBuildState) => void;
   /** How often idle models are checked against their keepAlive (default 1000 ms). */
   keepAliveSweepMs?: number;
   now?: () => number;
@@ -70,7 +74,7 @@ const DEFAULT_SWEEP_MS = 1000;
 export class LlamaEngine implements Engine {
   private readonly slots = new Map<string, ModelSlot>();
   private readonly created = Math.floor(Date.now() / 1000);
-  private llama: Promise<Llama> | undefined;
+  private llama: Promise<LoadedLlama> | undefined;
   private ready = false;
   /** Loads one at a time: the budget is checked, and room made, with nothing else changing meanwhile. */
   private loadQueue: Promise<void> = Promise.resolve();
@@ -280,20 +284,23 @@ export class LlamaEngine implements Engine {
     }
     await this.templateThread.dispose();
     // A backend that failed to load (an explicit GPU that is not there) has nothing to dispose.
-    const llama = await this.llama?.catch(() => undefined);
-    await llama?.dispose();
+    const loaded = await this.llama?.catch(() => undefined);
+    await loaded?.llama.dispose();
   }
 
   /** The backend node-llama-cpp loaded (and the GPU's memory); undefined until the first load has made it. */
   async accelerator(): Promise<AcceleratorState | undefined> {
-    const llama = await this.llama?.catch(() => undefined);
-    return llama === undefined ? undefined : acceleratorState(llama);
+    const loaded = await this.llama?.catch(() => undefined);
+    return loaded === undefined ? undefined : acceleratorState(loaded);
   }
 
   /** The llama.cpp bindings, made on the first load (an engine that never loads a model never makes them). */
-  private llamaInstance(): Promise<Llama> {
-    // Never the library's default thread count: it oversubscribes small machines (see engine notes).
-    this.llama ??= loadLlama(this.options.gpu ?? "auto", usableCores());
+  private async llamaInstance(): Promise<LoadedLlama> {
+    if (this.llama === undefined) {
+      // Never the library's default thread count: it oversubscribes small machines (see engine notes).
+      this.llama = loadLlama(this.options.gpu ?? "auto", usableCores(), this.options.engine);
+      this.llama.then((loaded) => this.options.onEngineBuild?.(loaded.build)).catch(() => undefined);
+    }
     return this.llama;
   }
 
@@ -309,7 +316,7 @@ export class LlamaEngine implements Engine {
     slot.state = "downloading";
     const path = await this.options.resolveModelPath(config, progressInto(slot.progress));
     slot.state = "loading";
-    const llama = await this.llamaInstance();
+    const { llama, build } = await this.llamaInstance();
     slot.memory = await estimateModelMemory(llama, config, path);
     await this.makeRoom(slot, slot.memory, evict);
     slot.loaded = await loadModel({
@@ -317,6 +324,7 @@ export class LlamaEngine implements Engine {
       config,
       path,
       cores: usableCores(),
+      engineBuild: build.build,
       templateThread: this.templateThread,
       onLoadProgress: (load) => {
         slot.progress.load = load;
@@ -383,7 +391,12 @@ export class LlamaEngine implements Engine {
       ...(slot.memory === undefined ? {} : { memory: slot.memory }),
     };
     if (slot.state === "ready")
-      return { ...common, ready: true, gpuLayers: slot.loaded?.model.gpuLayers ?? 0 };
+      return {
+        ...common,
+        ready: true,
+        gpuLayers: slot.loaded?.model.gpuLayers ?? 0,
+        ...(slot.loaded === undefined ? {} : { engineBuild: slot.loaded.engineBuild }),
+      };
     return {
       ...common,
       ready: false,

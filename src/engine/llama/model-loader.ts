@@ -10,7 +10,7 @@ import { createPromptRenderer } from "../../chat/template/render.js";
 import type { TemplateThread } from "../../chat/template/thread.js";
 import { detectCapabilities } from "../../chat/template/tool-format.js";
 import type { ModelConfig } from "../../config/schema.js";
-import type { MemoryEstimate } from "../types.js";
+import type { EngineBuildState, MemoryEstimate } from "../types.js";
 import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.js";
 import { overrideDecodeThreads } from "./llama-internals.js";
 import { ModelRunner } from "./model-runner.js";
@@ -21,6 +21,7 @@ export interface LoadedModel {
   model: LlamaModel;
   context: LlamaContext;
   runner: ModelRunner;
+  engineBuild: EngineBuildState["build"];
 }
 
 export interface LoadModelOptions {
@@ -29,6 +30,8 @@ export interface LoadModelOptions {
   path: string;
   /** The cores this process may use. */
   cores: number;
+  /** The llama.cpp build `llama` runs: the tuned build keeps a thread pool per context. */
+  engineBuild: EngineBuildState["build"];
   templateThread: TemplateThread;
   /** llama.cpp's load progress, 0..1. */
   onLoadProgress?: (progress: number) => void;
@@ -68,13 +71,15 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
         }),
       },
     });
-    overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores));
+    // The tuned build's pool keeps its threads between decodes: every decode may use them all.
+    const pooled = options.engineBuild === "tuned";
+    overrideDecodeThreads(context, (requested) => decodeThreads(batchTokens, requested, cores, pooled));
     // A GGUF without a template gets the built-in one of its vocabulary's turn format (model-template.ts).
     const rendererOptions = rendererOptionsFor(model);
     const renderer = options.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
     const capabilities = detectCapabilities(rendererOptions.template);
     const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
-    return { config, model, context, runner };
+    return { config, model, context, runner, engineBuild: options.engineBuild };
   } catch (err) {
     await model.dispose();
     throw err;

@@ -1,0 +1,156 @@
+// Which llama.cpp build serves the embedded models: Hearth's tuned build (node-llama-cpp's addon compiled for this
+// CPU with a persistent thread pool per context) when `hearth engine build` has made it, else the prebuilt binaries.
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { lstat, mkdir, readFile, readlink, rm, symlink } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The patch to node-llama-cpp's addon (one file, applied by the builder). */
+export const ADDON_PATCH_PATH = fileURLToPath(
+  new URL("../../../native/node-llama-cpp-threadpool.diff", import.meta.url),
+);
+
+/**
+ * The CMake options of the tuned build. `GGML_NATIVE`: compiled for this CPU (-march=native) instead of the
+ * prebuilt generic variants. `GGML_OPENMP` off: ggml's own thread pool, the one the patch keeps per context (an
+ * OpenMP build ignores it and measured slower per decode: docs/models.md).
+ */
+export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.freeze({
+  GGML_NATIVE: "ON",
+  GGML_OPENMP: "OFF",
+});
+
+/** What one tuned build is keyed by: a change to any of them means another build. */
+export interface EngineBuildKeyParts {
+  nodeLlamaCppVersion: string;
+  patch: string;
+  cmakeOptions: Readonly<Record<string, string>>;
+  platform: string;
+  arch: string;
+  /** The CPU's feature flags: a -march=native build may not run on another CPU. */
+  cpuFlags: readonly string[];
+  /**
+   * The cache it lives in: node-llama-cpp links each build by a name the key is part of, so two caches (a test's
+   * and the real one) never claim the same link.
+   */
+  cacheRoot: string;
+}
+
+/** The cache key of a tuned build: 16 hex characters of the SHA-256 of its parts. */
+export function engineBuildKey(parts: EngineBuildKeyParts): string {
+  const canonical = JSON.stringify({
+    nodeLlamaCppVersion: parts.nodeLlamaCppVersion,
+    patch: createHash("sha256").update(parts.patch).digest("hex"),
+    cmakeOptions: Object.entries(parts.cmakeOptions).sort(([a], [b]) => a.localeCompare(b)),
+    platform: parts.platform,
+    arch: parts.arch,
+    cpuFlags: [...new Set(parts.cpuFlags)].sort(),
+    cacheRoot: parts.cacheRoot,
+  });
+  return createHash("sha256").update(canonical).digest("hex").slice(0, 16);
+}
+
+/** The CPU feature flags from /proc/cpuinfo (Linux); elsewhere the CPU model string stands in for them. */
+export function cpuFlags(read: (path: string) => string = (p) => readFileSync(p, "utf8")): string[] {
+  try {
+    const line = read("/proc/cpuinfo")
+      .split("\n")
+      .find((l) => /^(flags|Features)\s*:/.test(l));
+    if (line !== undefined) return line.split(":")[1]?.trim().split(/\s+/) ?? [];
+  } catch {
+    // not Linux
+  }
+  return [];
+}
+
+/** Where tuned builds are cached: HEARTH_ENGINE_CACHE, else ~/.cache/hearth/engine (beside the models). */
+export function engineCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
+  return env.HEARTH_ENGINE_CACHE || join(homedir(), ".cache", "hearth", "engine");
+}
+
+/** The installed node-llama-cpp package's folder (found as Node finds it: its package.json is not exported). */
+export function nodeLlamaCppDir(): string {
+  const require = createRequire(import.meta.url);
+  for (const modules of require.resolve.paths("node-llama-cpp") ?? []) {
+    const dir = join(modules, "node-llama-cpp");
+    if (existsSync(join(dir, "package.json"))) return dir;
+  }
+  throw new Error("node-llama-cpp is not installed");
+}
+
+/** One tuned build, planned for this machine and this install. */
+export interface EngineBuildPlan {
+  key: string;
+  /** `<cache root>/<key>`: the finished build and its record. */
+  dir: string;
+  nodeLlamaCppVersion: string;
+  /** Passed to node-llama-cpp both when compiling and when loading: its build folder's name follows them. */
+  cmakeOptions: Readonly<Record<string, string>>;
+}
+
+export function planEngineBuild(env: NodeJS.ProcessEnv = process.env): EngineBuildPlan {
+  const packageDir = nodeLlamaCppDir();
+  const nodeLlamaCppVersion = (
+    JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")) as { version: string }
+  ).version;
+  const patch = readFileSync(ADDON_PATCH_PATH, "utf8");
+  const cacheRoot = engineCacheRoot(env);
+  const key = engineBuildKey({
+    nodeLlamaCppVersion,
+    patch,
+    cmakeOptions: TUNED_CMAKE_OPTIONS,
+    platform: process.platform,
+    arch: process.arch,
+    cpuFlags: cpuFlags(),
+    cacheRoot,
+  });
+  return {
+    key,
+    dir: join(cacheRoot, key),
+    nodeLlamaCppVersion,
+    // The key is an option too, so each patch and CPU gets its own folder among node-llama-cpp's local builds.
+    cmakeOptions: { ...TUNED_CMAKE_OPTIONS, HEARTH_ENGINE_BUILD: key },
+  };
+}
+
+/** The record a finished build leaves beside its binaries; written last, so its presence means "complete". */
+export interface EngineBuildRecord {
+  key: string;
+  /** node-llama-cpp's name for the build folder (under its llama/localBuilds). */
+  folder: string;
+  nodeLlamaCppVersion: string;
+  cmakeOptions: Record<string, string>;
+  builtAt: string;
+  buildSeconds: number;
+}
+
+export const RECORD_FILE = "hearth-build.json";
+
+/** The finished build of `plan`, or undefined when there is none (never built, or interrupted). */
+export async function findEngineBuild(plan: EngineBuildPlan): Promise<EngineBuildRecord | undefined> {
+  try {
+    const record = JSON.parse(await readFile(join(plan.dir, RECORD_FILE), "utf8")) as EngineBuildRecord;
+    if (record.key !== plan.key || !existsSync(join(plan.dir, record.folder))) return undefined;
+    return record;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Makes node-llama-cpp see the cached build: a link in its llama/localBuilds folder (the only place it loads a
+ * local build from) to the build in the cache, which `npm ci` cannot wipe.
+ */
+export async function linkEngineBuild(record: EngineBuildRecord, plan: EngineBuildPlan): Promise<void> {
+  const localBuilds = join(nodeLlamaCppDir(), "llama", "localBuilds");
+  const link = join(localBuilds, record.folder);
+  const target = join(plan.dir, record.folder);
+  await mkdir(localBuilds, { recursive: true });
+  const existing = await lstat(link).catch(() => undefined);
+  if (existing?.isSymbolicLink() && (await readlink(link)) === target) return;
+  if (existing !== undefined) await rm(link, { recursive: true, force: true });
+  await symlink(target, link, "dir");
+}

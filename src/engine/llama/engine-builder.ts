@@ -1,0 +1,242 @@
+// `hearth engine build`: compiles node-llama-cpp's addon, with Hearth's patch, for this CPU into the engine cache.
+// Offline (the package's own llama.cpp bundle), one build at a time, and safe to interrupt: work happens in a
+// private folder and the finished build appears in the cache in one rename, its record written last.
+import { spawn } from "node:child_process";
+import { createWriteStream, existsSync } from "node:fs";
+import { cp, mkdir, readdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import {
+  ADDON_PATCH_PATH,
+  type EngineBuildPlan,
+  type EngineBuildRecord,
+  engineCacheRoot,
+  findEngineBuild,
+  nodeLlamaCppDir,
+  RECORD_FILE,
+} from "./engine-build.js";
+
+/** The build could not start or did not finish; the message says why, for the operator. */
+export class EngineBuildError extends Error {
+  override name = "EngineBuildError";
+}
+
+export interface BuildEngineOptions {
+  plan: EngineBuildPlan;
+  /** Progress and outcome, one line each. */
+  log: (line: string) => void;
+  /** Build again even when the cache has this build. */
+  force?: boolean;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** The build log of `plan`, beside the cache entry. */
+export function engineBuildLogPath(plan: EngineBuildPlan): string {
+  return `${plan.dir}.log`;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The pid that holds `lockDir`, or undefined when nobody (or a dead process) does. */
+async function lockHolder(lockDir: string): Promise<number | undefined> {
+  const pid = Number(await readFile(join(lockDir, "pid"), "utf8").catch(() => ""));
+  return Number.isInteger(pid) && pid > 0 && processAlive(pid) ? pid : undefined;
+}
+
+/** Whether a build of `plan` is running now (another process holds its lock). */
+export async function engineBuildRunning(plan: EngineBuildPlan): Promise<number | undefined> {
+  return lockHolder(`${plan.dir}.lock`);
+}
+
+/** Takes the build lock (a directory: mkdir is atomic); a lock left by a dead process is taken over. */
+async function acquireLock(lockDir: string): Promise<() => Promise<void>> {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      await mkdir(lockDir);
+      await writeFile(join(lockDir, "pid"), String(process.pid));
+      return () => rm(lockDir, { recursive: true, force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const holder = await lockHolder(lockDir);
+      if (holder !== undefined) throw new EngineBuildError(`another engine build is running (pid ${holder})`);
+      await rm(lockDir, { recursive: true, force: true });
+    }
+  }
+  throw new EngineBuildError(`cannot take the engine build lock ${lockDir}`);
+}
+
+/** Work folders of builds that were interrupted (their process is gone). */
+async function removeAbandonedWork(plan: EngineBuildPlan): Promise<void> {
+  const root = dirname(plan.dir);
+  const prefix = `${plan.key}.work-`;
+  for (const name of await readdir(root).catch(() => [] as string[])) {
+    if (!name.startsWith(prefix) && !name.startsWith(`${plan.key}.staging-`)) continue;
+    const pid = Number(name.split("-").at(-1));
+    if (!Number.isInteger(pid) || !processAlive(pid) || pid === process.pid)
+      await rm(join(root, name), { recursive: true, force: true });
+  }
+}
+
+/** Runs a command, its output appended to `logFile`; rejects with the command's last lines when it fails. */
+function run(
+  command: string,
+  args: readonly string[],
+  options: { cwd: string; env: NodeJS.ProcessEnv; logFile: string; onLine?: (line: string) => void },
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const log = createWriteStream(options.logFile, { flags: "a" });
+    const tail: string[] = [];
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const onData = (chunk: Buffer) => {
+      log.write(chunk);
+      for (const line of chunk.toString("utf8").split("\n")) {
+        if (line.trim() === "") continue;
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        options.onLine?.(line);
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("error", (err) => {
+      log.end();
+      reject(new EngineBuildError(`${command} did not start: ${err.message}`));
+    });
+    child.on("close", (code, signal) => {
+      log.end();
+      if (code === 0) resolve();
+      else
+        reject(
+          new EngineBuildError(
+            `${command} ${args.join(" ")} failed (${signal ?? `exit ${code}`}):\n${tail.slice(-8).join("\n")}`,
+          ),
+        );
+    });
+  });
+}
+
+/** Refuses early, with the reason, what would fail (or download) half-way through the build. */
+function checkPrerequisites(packageDir: string): void {
+  if (!existsSync(join(packageDir, "llama", "gitRelease.bundle")))
+    throw new EngineBuildError(
+      "node-llama-cpp's llama.cpp bundle (llama/gitRelease.bundle) is missing; the build never downloads one",
+    );
+  for (const tool of ["cmake", "patch", "git"]) {
+    const found = (process.env.PATH ?? "")
+      .split(":")
+      .some((dir) => dir !== "" && existsSync(join(dir, tool)));
+    if (!found) throw new EngineBuildError(`the engine build needs ${tool} on the PATH`);
+  }
+}
+
+/**
+ * Builds the tuned engine of `plan` into the cache and returns its record; returns the cached one when it exists
+ * (unless `force`).
+ */
+export async function buildEngine(options: BuildEngineOptions): Promise<EngineBuildRecord> {
+  const { plan, log } = options;
+  if (options.force !== true) {
+    const cached = await findEngineBuild(plan);
+    if (cached !== undefined) return cached;
+  }
+  const packageDir = nodeLlamaCppDir();
+  checkPrerequisites(packageDir);
+  await mkdir(engineCacheRoot(options.env), { recursive: true });
+  const release = await acquireLock(`${plan.dir}.lock`);
+  const work = `${plan.dir}.work-${process.pid}`;
+  const staging = `${plan.dir}.staging-${process.pid}`;
+  const logFile = engineBuildLogPath(plan);
+  const started = performance.now();
+  try {
+    await removeAbandonedWork(plan);
+    await writeFile(
+      logFile,
+      `hearth engine build ${plan.key} (node-llama-cpp ${plan.nodeLlamaCppVersion})\n`,
+    );
+    // A private copy of the package: its own build writes into the package's folder, and the installed one stays
+    // untouched. Its dependencies resolve through a node_modules link beside it.
+    const copy = join(work, "node-llama-cpp");
+    await cp(packageDir, copy, {
+      recursive: true,
+      filter: (source) => {
+        const rel = source.slice(packageDir.length);
+        return rel !== "/llama/localBuilds" && rel !== "/llama/llama.cpp" && rel !== "/llama/lastBuild.json";
+      },
+    });
+    await symlink(dirname(packageDir), join(work, "node_modules"), "dir");
+    log("applying the thread-pool patch to node-llama-cpp's addon");
+    await run("patch", ["-p1", "--forward", "--batch", "-i", ADDON_PATCH_PATH], {
+      cwd: join(copy, "llama"),
+      env: process.env,
+      logFile,
+    });
+    log(
+      `compiling llama.cpp and the addon for this CPU (log: ${logFile}); this takes 10-20 minutes on 2 cores`,
+    );
+    const env: NodeJS.ProcessEnv = { ...(options.env ?? process.env) };
+    // The package's own bundle and nothing else: no release override, no download fallback.
+    delete env.NODE_LLAMA_CPP_REPO;
+    delete env.NODE_LLAMA_CPP_REPO_RELEASE;
+    for (const name of Object.keys(env))
+      if (name.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")) delete env[name];
+    for (const [name, value] of Object.entries(plan.cmakeOptions))
+      env[`NODE_LLAMA_CPP_CMAKE_OPTION_${name}`] = value;
+    let lastReported = 0;
+    await run(
+      process.execPath,
+      [join(copy, "dist", "cli", "cli.js"), "source", "download", "--gpu", "false", "--noUsageExample"],
+      {
+        cwd: copy,
+        env,
+        logFile,
+        onLine: (line) => {
+          // ninja's "[n/total]": a line every 10 %.
+          const step = /^\[(\d+)\/(\d+)\]/.exec(line);
+          if (step === null) return;
+          const percent = Math.floor((Number(step[1]) / Number(step[2])) * 10) * 10;
+          if (percent > lastReported) {
+            lastReported = percent;
+            log(`compiling: ${percent} %`);
+          }
+        },
+      },
+    );
+    const localBuilds = join(copy, "llama", "localBuilds");
+    const folders = [];
+    for (const name of await readdir(localBuilds)) {
+      if (existsSync(join(localBuilds, name, "buildDone.status"))) folders.push(name);
+    }
+    const folder = folders[0];
+    if (folder === undefined || folders.length > 1)
+      throw new EngineBuildError(`expected one finished build in ${localBuilds}, found ${folders.length}`);
+    const record: EngineBuildRecord = {
+      key: plan.key,
+      folder,
+      nodeLlamaCppVersion: plan.nodeLlamaCppVersion,
+      cmakeOptions: { ...plan.cmakeOptions },
+      builtAt: new Date().toISOString(),
+      buildSeconds: Math.round((performance.now() - started) / 1000),
+    };
+    await mkdir(staging);
+    await rename(join(localBuilds, folder), join(staging, folder));
+    await writeFile(join(staging, RECORD_FILE), `${JSON.stringify(record, null, 2)}\n`);
+    await rm(plan.dir, { recursive: true, force: true });
+    await rename(staging, plan.dir);
+    log(`engine build ${plan.key} is ready (${record.buildSeconds} s); it serves from the next start`);
+    return record;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+    await rm(staging, { recursive: true, force: true });
+    await release();
+  }
+}

@@ -1,0 +1,73 @@
+// The tuned llama.cpp build on the real model: it serves when the engine cache has it (.ci/run builds it first with
+// `hearth engine build`), /health and the engine say so, and each context keeps a persistent thread pool that a
+// decode neither creates nor joins (the prebuilt binaries create and join their workers on every decode:
+// test/model/engine-prebuilt.test.ts).
+import { readdirSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureModelFile } from "../../src/catalogue/fetch.js";
+import { loadConfig } from "../../src/config/load.js";
+import { loadLlama } from "../../src/engine/llama/backend.js";
+import { findEngineBuild, planEngineBuild } from "../../src/engine/llama/engine-build.js";
+import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
+import { generatedText } from "../support/generation-request.js";
+
+const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
+const base = config.models[0];
+if (base === undefined) throw new Error("no default model");
+const model = { ...base, parallel: 2, contextSize: 1024 };
+const threads = () => readdirSync("/proc/self/task").length;
+
+beforeAll(async () => {
+  if ((await findEngineBuild(planEngineBuild())) === undefined)
+    throw new Error(
+      "the tuned engine build is not in the engine cache: run `node bin/hearth.js engine build` first",
+    );
+});
+
+describe("the tuned build", () => {
+  it("keeps one pool per context: its workers start with the context and outlive every decode", async () => {
+    const { llama, build } = await loadLlama(false, 2);
+    try {
+      expect(build).toEqual({ build: "tuned", key: planEngineBuild().key });
+      expect(llama.buildType).toBe("localBuild");
+      const weights = await llama.loadModel({ modelPath: await ensureModelFile(model, config) });
+      const before = threads();
+      const context = await weights.createContext({ sequences: 1, contextSize: 512, threads: 2 });
+      // Two threads: the calling thread and one pool worker.
+      expect(threads()).toBe(before + 1);
+      const sequence = context.getSequence();
+      let tokens = 0;
+      for await (const _ of sequence.evaluate(weights.tokenize("Once upon a time"), { temperature: 0 })) {
+        if (++tokens === 16) break;
+      }
+      expect(tokens).toBe(16);
+      expect(threads()).toBe(before + 1);
+      await context.dispose();
+      // The pool goes with its context.
+      expect(threads()).toBe(before);
+      await weights.dispose();
+    } finally {
+      await llama.dispose();
+    }
+  });
+});
+
+describe("an engine on the tuned build", () => {
+  let engine: LlamaEngine;
+  beforeAll(async () => {
+    engine = new LlamaEngine({
+      models: [model],
+      resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
+    });
+    await engine.start();
+  });
+  afterAll(async () => {
+    await engine?.dispose();
+  });
+
+  it("says which build serves, and generates", async () => {
+    expect(engine.health()[0]).toMatchObject({ ready: true, engineBuild: "tuned" });
+    expect((await engine.accelerator())?.build).toEqual({ build: "tuned", key: planEngineBuild().key });
+    expect(await generatedText(engine, model.id)).not.toBe("");
+  });
+});
