@@ -29,6 +29,8 @@ export interface AnchorOptions {
   builds?: ("prebuilt" | "tuned")[];
   /** The tuned build's thread-pool polling levels (engine.threadPoolPoll), one Hearth side each; default Hearth's. */
   polls?: number[];
+  /** Hearth's prefillChunk values, one Hearth side each (with every build and poll); default the config's. */
+  prefillChunks?: number[];
 }
 
 interface Side {
@@ -65,8 +67,12 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
   });
   const hearths: { build: string; server: ServerProcess }[] = [];
   try {
-    type Wanted = { engine: NonNullable<DefaultServerOptions["engine"]>; label: string };
-    const wanted = (options.builds ?? ["prebuilt", "tuned"]).flatMap((build): Wanted[] =>
+    type Wanted = {
+      engine: NonNullable<DefaultServerOptions["engine"]>;
+      label: string;
+      prefillChunk?: number;
+    };
+    const builds = (options.builds ?? ["prebuilt", "tuned"]).flatMap((build): Wanted[] =>
       build === "prebuilt"
         ? [{ engine: { build: "prebuilt" }, label: "" }]
         : (options.polls ?? [undefined]).map((poll) => ({
@@ -74,8 +80,20 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
             label: poll === undefined ? "" : ` poll ${poll}`,
           })),
     );
-    for (const { engine, label } of wanted) {
-      const server = await startDefaultServer({ model, parallel, maxQueue: parallel, threads, engine });
+    const wanted = builds.flatMap((w): Wanted[] =>
+      (options.prefillChunks ?? [undefined]).map((chunk) =>
+        chunk === undefined ? w : { ...w, label: `${w.label} prefill ${chunk}`, prefillChunk: chunk },
+      ),
+    );
+    for (const { engine, label, prefillChunk } of wanted) {
+      const server = await startDefaultServer({
+        model,
+        parallel,
+        maxQueue: parallel,
+        threads,
+        engine,
+        ...(prefillChunk === undefined ? {} : { prefillChunk }),
+      });
       const served = `${await servedBuild(server.url)}${label}`;
       if (hearths.some((h) => h.build === served)) {
         // The tuned build is not cached: its side would be the prebuilt one again.
@@ -111,7 +129,15 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         for (const level of levels) {
           for (const side of sides) {
             const meter = startNoiseMeter([process.pid, ...(side.pid === undefined ? [] : [side.pid])]);
-            const run = await runLevel(side.target, level, { kind: "seconds", seconds });
+            const run = await runLevel(side.target, level, { kind: "seconds", seconds }).catch(
+              (err: unknown) => {
+                // Which server failed, and whether it is still running: the table is not worth a lost cause.
+                const alive = side.pid !== undefined && isAlive(side.pid);
+                throw new Error(
+                  `${side.name} at C=${level} failed (process ${alive ? "alive" : "gone"}): ${String(err)} ${String((err as Error).cause ?? "")}`,
+                );
+              },
+            );
             const key = `${side.name}:${level}`;
             runs.set(key, [...(runs.get(key) ?? []), { result: run.result, noise: meter() }]);
             process.stderr.write(
@@ -132,6 +158,15 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
   } finally {
     for (const { server } of hearths) await server.stop();
     await llama.stop();
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -197,12 +232,14 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const options = readBenchOptions();
   const polls = process.env.BENCH_ANCHOR_POLLS?.split(",").map(Number);
   const builds = process.env.BENCH_ANCHOR_BUILDS?.split(",") as AnchorOptions["builds"];
+  const prefillChunks = process.env.BENCH_ANCHOR_PREFILL?.split(",").map(Number);
   benchAnchor({
     seconds: options.seconds,
     repeats: Math.max(2, options.repeats),
     levels: options.levels,
     ...(polls === undefined ? {} : { polls }),
     ...(builds === undefined ? {} : { builds }),
+    ...(prefillChunks === undefined ? {} : { prefillChunks }),
   }).then(
     (section) => process.stdout.write(`${section}\n`),
     (err: unknown) => {

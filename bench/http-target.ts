@@ -19,7 +19,18 @@ export function httpTarget(options: HttpTargetOptions): Target {
 }
 
 async function* streamCompletion(options: HttpTargetOptions, prompt: string): AsyncGenerator<StreamEvent> {
-  const response = await fetch(`${options.url}/v1/chat/completions`, {
+  const send = () => post(options, prompt);
+  // A kept-alive connection the server closed while idle (llama-server closes some under 16 streams) fails the
+  // request before it was sent: sent again once, on a new connection, its time counted in this request's TTFT.
+  const response = await send().catch((err: unknown) => {
+    if ((err as { cause?: { code?: string } }).cause?.code === "UND_ERR_SOCKET") return send();
+    throw err;
+  });
+  yield* readStream(response);
+}
+
+function post(options: HttpTargetOptions, prompt: string): Promise<Response> {
+  return fetch(`${options.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${options.apiKey}`, "content-type": "application/json" },
     body: JSON.stringify({
@@ -32,6 +43,9 @@ async function* streamCompletion(options: HttpTargetOptions, prompt: string): As
       stream_options: { include_usage: true },
     }),
   });
+}
+
+async function* readStream(response: Response): AsyncGenerator<StreamEvent> {
   if (!response.ok || response.body === null) {
     throw new Error(`POST /v1/chat/completions answered ${response.status}: ${await response.text()}`);
   }

@@ -11,6 +11,8 @@ import { type LevelResult, runLevel } from "./workload.js";
 
 export interface AblationOptions {
   levels?: number[];
+  /** Variants to run, by their index in VARIANTS (the anchor, 0, always runs); default all. */
+  only?: number[];
   seconds?: number;
   repeats?: number;
   maxTokens?: number;
@@ -23,13 +25,17 @@ interface Variant {
 }
 
 const VARIANTS: Variant[] = [
-  { name: "anchor (-t 2, poll 50, flash attention auto, mmap, -b 2048 -ub 512)", args: ["-t", "2"] },
+  {
+    name: "anchor (-t 2, poll 50, flash attention auto, load mode auto (mmap), -b 2048 -ub 512)",
+    args: ["-t", "2"],
+  },
   { name: "-t 1", args: ["-t", "1"] },
   { name: "--poll 0", args: ["-t", "2", "--poll", "0"] },
   { name: "--poll 100", args: ["-t", "2", "--poll", "100"] },
   { name: "-fa off", args: ["-t", "2", "-fa", "off"] },
-  { name: "--no-mmap", args: ["-t", "2", "--no-mmap"] },
+  { name: "--load-mode none (no mmap)", args: ["-t", "2", "--load-mode", "none"] },
   { name: "-b 512 -ub 512 (Hearth's batch)", args: ["-t", "2", "-b", "512", "-ub", "512"] },
+  { name: "--cache-ram 0 (no host-memory prompt cache)", args: ["-t", "2", "--cache-ram", "0"] },
 ];
 
 const f1 = (n: number) => n.toFixed(1);
@@ -42,8 +48,9 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
   const parallel = Math.max(...levels);
   const model = "smollm2-135m-instruct";
   const servers: { variant: Variant; server: LlamaServer }[] = [];
+  const variants = VARIANTS.filter((_, i) => i === 0 || options.only === undefined || options.only.includes(i));
   try {
-    for (const variant of VARIANTS) {
+    for (const variant of variants) {
       const server = await startLlamaServer({
         modelPath: await defaultModelPath(),
         parallel,
@@ -77,13 +84,13 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
       const list = runs.get(`${name}:${level}`) ?? [];
       return list.length === 0 ? undefined : { chosen: medianBy(list, (r) => r.tokensPerSecond), list };
     };
-    const rows = VARIANTS.map((variant) => {
+    const rows = variants.map((variant) => {
       const cells = levels.map((level) => {
         const m = median(variant.name, level);
         const anchor = median(anchorName, level);
         if (m === undefined || anchor === undefined) return "– | –";
         const ratio = m.chosen.tokensPerSecond / anchor.chosen.tokensPerSecond;
-        return `${f1(m.chosen.tokensPerSecond)} (${m.list.map((r) => f1(r.tokensPerSecond)).join(", ")}), ITL p50 ${f1(m.chosen.itlP50)} ms | ${ratio.toFixed(2)}`;
+        return `${f1(m.chosen.tokensPerSecond)} (${m.list.map((r) => f1(r.tokensPerSecond)).join(", ")}), TTFT p50 ${m.chosen.ttftP50.toFixed(0)} ms, ITL p50 ${f1(m.chosen.itlP50)} ms | ${ratio.toFixed(2)}`;
       });
       return `| ${variant.name} | ${cells.join(" | ")} |`;
     });
@@ -103,7 +110,13 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const options = readBenchOptions();
-  benchAblation({ seconds: options.seconds, repeats: Math.max(2, options.repeats) }).then(
+  const only = process.env.BENCH_ABLATION_ONLY?.split(",").map(Number);
+  benchAblation({
+    seconds: options.seconds,
+    repeats: Math.max(2, options.repeats),
+    levels: options.levels,
+    ...(only === undefined ? {} : { only }),
+  }).then(
     (section) => process.stdout.write(`${section}\n`),
     (err: unknown) => {
       process.stderr.write(`ablation benchmark failed: ${String(err)}\n`);

@@ -11,6 +11,8 @@ export interface DefaultServerOptions {
   maxQueue: number;
   /** llama.cpp threads; 0 = every core (the default). 1 on a machine shared with other work (see bench/fleet.ts). */
   threads: number;
+  /** Prompt tokens per engine step while others generate (the model's `prefillChunk`); default the config's. */
+  prefillChunk?: number;
   /** The `engine:` block: which llama.cpp build serves (default auto: the tuned build when cached). */
   engine?: { build?: "auto" | "prebuilt"; threadPoolPoll?: number };
 }
@@ -28,7 +30,13 @@ export async function startDefaultServer(options: DefaultServerOptions): Promise
     config,
     JSON.stringify({
       models: [
-        { ...embedded, threads: options.threads, parallel: options.parallel, maxQueue: options.maxQueue },
+        {
+          ...embedded,
+          threads: options.threads,
+          parallel: options.parallel,
+          maxQueue: options.maxQueue,
+          ...(options.prefillChunk === undefined ? {} : { prefillChunk: options.prefillChunk }),
+        },
       ],
       // Never a build started by the benchmark: it would take the cores being measured.
       engine: { ...options.engine, backgroundBuild: false },
