@@ -48,7 +48,9 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
   const parallel = Math.max(...levels);
   const model = "smollm2-135m-instruct";
   const servers: { variant: Variant; server: LlamaServer }[] = [];
-  const variants = VARIANTS.filter((_, i) => i === 0 || options.only === undefined || options.only.includes(i));
+  const variants = VARIANTS.filter(
+    (_, i) => i === 0 || options.only === undefined || options.only.includes(i),
+  );
   try {
     for (const variant of variants) {
       const server = await startLlamaServer({
@@ -74,7 +76,7 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
           const key = `${variant.name}:${level}`;
           runs.set(key, [...(runs.get(key) ?? []), run.result]);
           process.stderr.write(
-            `ablation ${variant.name} C=${level}: ${f1(run.result.tokensPerSecond)} tok/s\n`,
+            `ablation ${variant.name} C=${level}: ${f1(run.result.tokensPerSecond)} tok/s, TTFT p50 ${run.result.ttftP50.toFixed(0)} ms\n`,
           );
         }
       }

@@ -480,7 +480,7 @@ export const engineSettingsSchema = z
       .max(100)
       .optional()
       .describe(
-        "how long the tuned build's idle pool threads poll for work (0-100); unset: Hearth's default",
+        "how long the tuned build's idle pool threads poll for work (0-100); unset: 50, llama.cpp's default",
       ),
   })
   .strict();

@@ -22,6 +22,15 @@ export class GpuUnavailableError extends Error {
   }
 }
 
+/**
+ * The tuned build's polling level when `engine.threadPoolPoll` is unset: llama.cpp's (and llama-server's) default.
+ * Measured on 2 vCPUs (AMD EPYC), no level is better everywhere: in-process at one stream, 0 had the smaller decode
+ * tail (p95 13.5 ms against 18.3), but over HTTP, interleaved beside llama-server, 50 served one stream fastest
+ * (97.6 and 102.9 tok/s; 0: 93.6, then 79.4 and 88.0 in a later run; 100: 86.1 and 95.6), and 4 and 16 streams
+ * were within noise.
+ */
+export const DEFAULT_THREAD_POOL_POLL = 50;
+
 /** node-llama-cpp's Llama and which build it runs. */
 export interface LoadedLlama {
   llama: Llama;
@@ -70,8 +79,7 @@ async function loadTunedLlama(
       reason: "the tuned build is not in the engine cache (hearth engine build)",
     };
   // Read by the patched addon when each context creates its thread pool.
-  if (settings.threadPoolPoll !== undefined)
-    process.env.HEARTH_THREADPOOL_POLL = String(settings.threadPoolPoll);
+  process.env.HEARTH_THREADPOOL_POLL = String(settings.threadPoolPoll ?? DEFAULT_THREAD_POOL_POLL);
   try {
     await linkEngineBuild(record, plan);
     const llama = await getLlama({
