@@ -113,7 +113,12 @@ describe("gpu: auto", () => {
     const expected = expectedBackend();
     const state = await auto.accelerator();
     if (expected === false) {
-      expect(state).toEqual({ gpu: false });
+      // On the CPU: no VRAM, and the build that serves named (the tuned one when cached).
+      expect(state).toMatchObject({
+        gpu: false,
+        build: { build: expect.stringMatching(/^(tuned|prebuilt)$/) },
+      });
+      expect(state?.vram).toBeUndefined();
       // The model's lifecycle fields (state, progress, memory) are beside these.
       expect(auto.health()).toMatchObject([{ model: model.id, ready: true, gpuLayers: 0 }]);
     } else {
@@ -131,7 +136,7 @@ describe("gpu: auto", () => {
     const cpu = engineOn(false);
     await cpu.start();
     try {
-      expect(await cpu.accelerator()).toEqual({ gpu: false });
+      expect(await cpu.accelerator()).toMatchObject({ gpu: false, build: (await auto.accelerator())?.build });
       expect(await text(await generate(cpu, request))).toBe(fromAuto);
     } finally {
       await cpu.dispose();

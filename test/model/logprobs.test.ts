@@ -1,9 +1,10 @@
 // logprobs, top_logprobs and logit_bias on both real model families, checked against the model's raw logits: the
 // same prompt is evaluated through node-llama-cpp directly and log-softmax is computed here, in float64.
-import { getLlama, type LlamaContext, type LlamaModel, type Token } from "node-llama-cpp";
+import type { LlamaContext, LlamaModel, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ModelConfig } from "../../src/config/schema.js";
 import { UnknownTokenError } from "../../src/engine/errors.js";
+import { loadLlama } from "../../src/engine/llama/backend.js";
 import { usableCores } from "../../src/engine/llama/cpu.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { LlamaPreparedRequest } from "../../src/engine/llama/prepared-request.js";
@@ -32,7 +33,9 @@ function useModel(config: ModelConfig) {
     const path = await pullModel(config);
     engine = new LlamaEngine({ models: [model], resolveModelPath: async () => path });
     await engine.start();
-    const llama = await getLlama({ gpu: false });
+    // The engine's own llama.cpp build (the tuned one when cached): a process holds one, and the reference must
+    // compute with the same kernels.
+    const { llama } = await loadLlama(false, usableCores());
     reference = await llama.loadModel({ modelPath: path, gpuLayers: 0 });
     context = await reference.createContext({ contextSize: 512, sequences: 1, threads: usableCores() });
     vocabularySize = reference.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? 0;

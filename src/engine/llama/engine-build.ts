@@ -152,5 +152,10 @@ export async function linkEngineBuild(record: EngineBuildRecord, plan: EngineBui
   const existing = await lstat(link).catch(() => undefined);
   if (existing?.isSymbolicLink() && (await readlink(link)) === target) return;
   if (existing !== undefined) await rm(link, { recursive: true, force: true });
-  await symlink(target, link, "dir");
+  try {
+    await symlink(target, link, "dir");
+  } catch (err) {
+    // Another Hearth starting at the same moment made the same link first.
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST" || (await readlink(link)) !== target) throw err;
+  }
 }
