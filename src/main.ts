@@ -181,14 +181,28 @@ function reportEngineBuild(state: EngineBuildState, config: HearthConfig, logger
     return;
   }
   startBackgroundEngineBuild(planEngineBuild()).then(
-    (background) =>
+    (background) => {
+      if ("failed" in background) {
+        logger.warn(
+          {
+            build: state.key,
+            log: background.log,
+            failedAt: background.failed.at,
+            reason: background.failed.message,
+          },
+          "engine: node-llama-cpp's prebuilt binaries serve; the last tuned build failed and is not tried again " +
+            "at start (`hearth engine build` tries again)",
+        );
+        return;
+      }
       logger.warn(
         background.started
           ? { build: state.key, log: background.log, pid: background.pid }
           : { build: state.key, pid: background.pid },
         "engine: node-llama-cpp's prebuilt binaries serve for now; the tuned build for this CPU is compiling in " +
           "the background at low priority and serves from the next start",
-      ),
+      );
+    },
     (err: unknown) =>
       logger.warn(
         { err, reason: state.reason },

@@ -4,6 +4,7 @@ import { findEngineBuild, planEngineBuild } from "../engine/llama/engine-build.j
 import {
   buildEngine,
   EngineBuildError,
+  engineBuildFailure,
   engineBuildLogPath,
   engineBuildRunning,
 } from "../engine/llama/engine-builder.js";
@@ -43,7 +44,15 @@ export function registerEngineCommands(program: Command): void {
       const plan = planEngineBuild();
       const record = await findEngineBuild(plan);
       const building = await engineBuildRunning(plan);
-      const state = record !== undefined ? "built" : building !== undefined ? "building" : "missing";
+      const failed = await engineBuildFailure(plan);
+      const state =
+        record !== undefined
+          ? "built"
+          : building !== undefined
+            ? "building"
+            : failed !== undefined
+              ? "failed"
+              : "missing";
       if (options.json === true) {
         const body = {
           key: plan.key,

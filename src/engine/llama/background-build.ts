@@ -7,17 +7,27 @@ import { constants, setPriority } from "node:os";
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { EngineBuildPlan } from "./engine-build.js";
-import { engineBuildLogPath, engineBuildRunning } from "./engine-builder.js";
+import {
+  type EngineBuildFailure,
+  engineBuildFailure,
+  engineBuildLogPath,
+  engineBuildRunning,
+} from "./engine-builder.js";
 
 const HEARTH_BIN = fileURLToPath(new URL("../../../bin/hearth.js", import.meta.url));
 
-/** What happened: a build started (its log), or one was already running. */
-export type BackgroundBuild = { started: true; log: string; pid: number } | { started: false; pid: number };
+/** What happened: a build started (its log), one was already running, or the last one failed (not tried again). */
+export type BackgroundBuild =
+  | { started: true; log: string; pid: number }
+  | { started: false; pid: number }
+  | { started: false; failed: EngineBuildFailure; log: string };
 
 /** Starts `hearth engine build` detached from this process (it outlives a restart); its output goes to its log. */
 export async function startBackgroundEngineBuild(plan: EngineBuildPlan): Promise<BackgroundBuild> {
   const running = await engineBuildRunning(plan);
   if (running !== undefined) return { started: false, pid: running };
+  const failed = await engineBuildFailure(plan);
+  if (failed !== undefined) return { started: false, failed, log: engineBuildLogPath(plan) };
   const log = `${engineBuildLogPath(plan)}.out`;
   mkdirSync(dirname(log), { recursive: true });
   const out = openSync(log, "a");

@@ -34,6 +34,23 @@ export function engineBuildLogPath(plan: EngineBuildPlan): string {
   return `${plan.dir}.log`;
 }
 
+/** The last build of `plan` that failed: when, and why (cleared by a build that succeeds). */
+export interface EngineBuildFailure {
+  at: string;
+  message: string;
+}
+
+const failurePath = (plan: EngineBuildPlan) => `${plan.dir}.failed`;
+
+/** Why the last build of `plan` failed, or undefined when none did (or one succeeded since). */
+export async function engineBuildFailure(plan: EngineBuildPlan): Promise<EngineBuildFailure | undefined> {
+  try {
+    return JSON.parse(await readFile(failurePath(plan), "utf8")) as EngineBuildFailure;
+  } catch {
+    return undefined;
+  }
+}
+
 function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -54,21 +71,32 @@ export async function engineBuildRunning(plan: EngineBuildPlan): Promise<number 
   return lockHolder(`${plan.dir}.lock`);
 }
 
-/** Takes the build lock (a directory: mkdir is atomic); a lock left by a dead process is taken over. */
+/**
+ * Takes the build lock: a directory holding the builder's pid, made whole in a private name and renamed into place
+ * (atomic), so no one ever sees the lock without its pid. A lock left by a dead process is taken over.
+ */
 async function acquireLock(lockDir: string): Promise<() => Promise<void>> {
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      await mkdir(lockDir);
-      await writeFile(join(lockDir, "pid"), String(process.pid));
-      return () => rm(lockDir, { recursive: true, force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      const holder = await lockHolder(lockDir);
-      if (holder !== undefined) throw new EngineBuildError(`another engine build is running (pid ${holder})`);
-      await rm(lockDir, { recursive: true, force: true });
+  const mine = `${lockDir}.${process.pid}`;
+  await mkdir(mine, { recursive: true });
+  await writeFile(join(mine, "pid"), String(process.pid));
+  try {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        await rename(mine, lockDir);
+        return () => rm(lockDir, { recursive: true, force: true });
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== "EEXIST" && code !== "ENOTEMPTY") throw err;
+        const holder = await lockHolder(lockDir);
+        if (holder !== undefined)
+          throw new EngineBuildError(`another engine build is running (pid ${holder})`);
+        await rm(lockDir, { recursive: true, force: true });
+      }
     }
+    throw new EngineBuildError(`cannot take the engine build lock ${lockDir}`);
+  } finally {
+    await rm(mine, { recursive: true, force: true });
   }
-  throw new EngineBuildError(`cannot take the engine build lock ${lockDir}`);
 }
 
 /** Work folders of builds that were interrupted (their process is gone). */
@@ -232,8 +260,17 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
     await writeFile(join(staging, RECORD_FILE), `${JSON.stringify(record, null, 2)}\n`);
     await rm(plan.dir, { recursive: true, force: true });
     await rename(staging, plan.dir);
+    await rm(failurePath(plan), { force: true });
     log(`engine build ${plan.key} is ready (${record.buildSeconds} s); it serves from the next start`);
     return record;
+  } catch (err) {
+    // Remembered, so a start does not compile again what failed (`hearth engine build` tries again).
+    const failure: EngineBuildFailure = {
+      at: new Date().toISOString(),
+      message: err instanceof Error ? err.message : String(err),
+    };
+    await writeFile(failurePath(plan), `${JSON.stringify(failure)}\n`).catch(() => undefined);
+    throw err;
   } finally {
     await rm(work, { recursive: true, force: true });
     await rm(staging, { recursive: true, force: true });
