@@ -4,7 +4,7 @@
 import { getLlama, getLlamaGpuTypes, type Llama, LlamaLogLevel } from "node-llama-cpp";
 import type { EngineSettings, GpuSetting } from "../../config/schema.js";
 import type { AcceleratorState, EngineBuildState } from "../types.js";
-import { findEngineBuild, linkEngineBuild, planEngineBuild } from "./engine-build.js";
+import { type EngineBuildPlan, findEngineBuild, linkEngineBuild, planEngineBuild } from "./engine-build.js";
 
 /** `gpu: cuda` or `gpu: vulkan` was configured, and node-llama-cpp has no working prebuilt binary for it here. */
 export class GpuUnavailableError extends Error {
@@ -70,7 +70,13 @@ async function loadTunedLlama(
   if (gpu !== false && gpu !== "auto") return { reason: `gpu: ${gpu} runs on the prebuilt binaries` };
   if (gpu === "auto" && (await getLlamaGpuTypes("supported")).some((type) => type !== false))
     return { reason: "a GPU is available: the tuned build is for the CPU" };
-  const plan = planEngineBuild();
+  let plan: EngineBuildPlan;
+  try {
+    plan = planEngineBuild();
+  } catch (err) {
+    // An install without the patch file (native/) or without node-llama-cpp's package.json: no tuned build.
+    return { reason: `no tuned build can be planned: ${err instanceof Error ? err.message : err}` };
+  }
   const record = await findEngineBuild(plan);
   if (record === undefined)
     return {
