@@ -4,6 +4,7 @@
 // prebuilt ggml libraries (the same kernels). `node --import tsx bench/anchor.ts` prints the section; bench/run.ts
 // embeds it (phase `anchor`).
 import { pathToFileURL } from "node:url";
+import { processAlive } from "../src/engine/llama/engine-builder.js";
 import { defaultModelPath, startLlamaServer } from "../test/support/llama-server.js";
 import type { ServerProcess } from "../test/support/server-process.js";
 import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
@@ -132,7 +133,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
             const run = await runLevel(side.target, level, { kind: "seconds", seconds }).catch(
               (err: unknown) => {
                 // Which server failed, and whether it is still running: the table is not worth a lost cause.
-                const alive = side.pid !== undefined && isAlive(side.pid);
+                const alive = side.pid !== undefined && processAlive(side.pid);
                 throw new Error(
                   `${side.name} at C=${level} failed (process ${alive ? "alive" : "gone"}): ${String(err)} ${String((err as Error).cause ?? "")}`,
                 );
@@ -158,15 +159,6 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
   } finally {
     for (const { server } of hearths) await server.stop();
     await llama.stop();
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 

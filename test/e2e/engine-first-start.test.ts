@@ -4,11 +4,11 @@
 // cache says "missing", and the next build clears the dead one's work and starts afresh.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { readFile } from "node:fs/promises";
 import { getPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { planEngineBuild } from "../../src/engine/llama/engine-build.js";
+import { engineBuildRunning, processAlive } from "../../src/engine/llama/engine-builder.js";
 import {
   hearthCli,
   openaiClient,
@@ -32,15 +32,6 @@ function killBuild(pid: number): void {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 interface Status {
   key: string;
   state: "built" | "building" | "missing";
@@ -52,11 +43,8 @@ async function status(server: ServerProcess): Promise<Status> {
   return JSON.parse(stdout) as Status;
 }
 
-/** The running build's pid, from its lock. */
-async function buildPid(): Promise<number | undefined> {
-  const pid = Number(await readFile(join(`${plan.dir}.lock`, "pid"), "utf8").catch(() => ""));
-  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-}
+/** The running build's pid, from its lock (undefined once its holder is dead). */
+const buildPid = () => engineBuildRunning(plan);
 
 let server: ServerProcess;
 
@@ -108,14 +96,14 @@ describe("a first start without the tuned build", () => {
     expect(first).toBeDefined();
     if (first === undefined) return;
     builds.add(first);
-    expect(alive(first)).toBe(true);
+    expect(processAlive(first)).toBe(true);
     expect(getPriority(first)).toBe(19);
     expect(await status(server)).toMatchObject({ key: plan.key, state: "building", build: null });
     const work = join(cache, `${plan.key}.work-${first}`);
     await expect.poll(() => existsSync(work), { timeout: 30_000 }).toBe(true);
 
     killBuild(first);
-    await expect.poll(() => alive(first), { timeout: 10_000 }).toBe(false);
+    await expect.poll(() => processAlive(first), { timeout: 10_000 }).toBe(false);
     expect(await status(server)).toMatchObject({ state: "missing", build: null });
     // What the dead build left: its work folder and its lock, never a build.
     expect(existsSync(work)).toBe(true);

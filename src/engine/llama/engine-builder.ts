@@ -51,7 +51,8 @@ export async function engineBuildFailure(plan: EngineBuildPlan): Promise<EngineB
   }
 }
 
-function processAlive(pid: number): boolean {
+/** Whether process `pid` is running (one of another user counts: it exists). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -76,9 +76,14 @@ def summary(response: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Greedy unless a check says otherwise: "completed" needs the model to end by itself, and a sampled 135M reply can
+# ramble to the context's end ("incomplete", as OpenAI's would be; seen once in a fresh-clone run).
+GREEDY: dict[str, Any] = {"temperature": 0}
+
+
 def create(body: dict[str, Any]) -> dict[str, Any]:
     """A non-streamed request: its status, schema errors, and the response (or the error body)."""
-    reply = http.post("/responses", json={**body, "stream": False})
+    reply = http.post("/responses", json={**GREEDY, **body, "stream": False})
     if reply.status_code != 200:
         return {"http_status": reply.status_code, "error": reply.json().get("error")}
     return {
@@ -93,7 +98,7 @@ def stream(body: dict[str, Any]) -> dict[str, Any]:
     events: list[dict[str, Any]] = []
     errors: list[str] = []
     final: dict[str, Any] | None = None
-    with http.stream("POST", "/responses", json={**body, "stream": True}) as reply:
+    with http.stream("POST", "/responses", json={**GREEDY, **body, "stream": True}) as reply:
         if reply.status_code != 200:
             reply.read()
             return {"http_status": reply.status_code, "error": reply.json().get("error")}
