@@ -1,5 +1,5 @@
 // The benchmark's noise, from /proc: CPU time the hypervisor stole, and CPU time other processes took meanwhile.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 
 export interface CpuNoise {
   /** % of all cores' time the hypervisor took from this VM. */
@@ -73,4 +73,33 @@ export function startNoiseMeter(pids: readonly number[]): () => CpuNoise | undef
       othersPercent: Math.max(0, (100 * others) / total),
     };
   };
+}
+
+/** The pids of a process and all its descendants, alive now (a Python server's workers, say). */
+export function processTree(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const tree: number[] = [];
+  const visit = (p: number) => {
+    tree.push(p);
+    for (const child of children.get(p) ?? []) visit(child);
+  };
+  visit(pid);
+  return tree;
+}
+
+/** CPU time of a process and its descendants (as they are now), in ms. */
+export function processTreeCpuMs(pid: number): number {
+  return processTree(pid).reduce((sum, p) => sum + processCpuMs(p), 0);
 }

@@ -6,7 +6,14 @@ import type { AppEnv } from "./env.js";
 import { ApiError, type ErrorBody } from "./errors/api-error.js";
 import { domainApiError, mapDomainError } from "./errors/domain-errors.js";
 import { nodeBindings } from "./node-request.js";
-import { type SseWriter, sseHeaders, sseStream } from "./sse.js";
+import {
+  RESPONSE_ALREADY_SENT_HEADER,
+  type SseStreamOptions,
+  type SseWriter,
+  sseHeaders,
+  sseStream,
+  sseToNode,
+} from "./sse.js";
 
 export interface GenerationStreamOptions {
   logger: Logger;
@@ -15,6 +22,8 @@ export interface GenerationStreamOptions {
   left: AbortController;
   /** Longest a full stream may wait for a reader that takes nothing; then the connection is destroyed. */
   drainTimeoutMs: number;
+  /** How long the stream may be silent (a long prompt being evaluated) before a `: keep-alive` comment. */
+  keepAliveMs: number;
   /** Headers beside the SSE ones and x-request-id (the x-ratelimit-* of the request's charge). */
   headers: Record<string, string>;
 }
@@ -36,29 +45,39 @@ export function streamErrorFrame(logger: Logger, requestId: string): (err: unkno
   };
 }
 
-/** The 200 SSE response whose body `produce` writes. */
+/**
+ * The 200 SSE response whose body `produce` writes. On a Node connection the stream is written straight to the
+ * socket (no WHATWG stream between: a gateway relays every token through here) and Hono is handed a response that
+ * says so; an in-memory request gets a streaming body.
+ */
 export function generationStreamResponse(
   c: Context<AppEnv>,
   produce: (writer: SseWriter) => Promise<void>,
   options: GenerationStreamOptions,
 ): Response {
-  const { logger, requestId, drainTimeoutMs } = options;
-  const stream = sseStream(produce, {
+  const { logger, requestId, drainTimeoutMs, keepAliveMs } = options;
+  const node = nodeBindings(c);
+  const sse: SseStreamOptions = {
     drainTimeoutMs,
+    keepAliveMs,
     onClientGone: () => options.left.abort(),
     onStalled: () => {
       logger.warn(
         { requestId, drainTimeoutMs },
         "client stopped reading the stream: connection destroyed, generation stopped",
       );
-      const outgoing = nodeBindings(c)?.outgoing;
-      outgoing?.destroy();
-      return outgoing !== undefined;
+      node?.outgoing.destroy();
+      return node !== undefined;
     },
-  });
-  const httpVersion = nodeBindings(c)?.incoming.httpVersion;
-  return new Response(stream, {
-    status: 200,
-    headers: { ...sseHeaders(httpVersion), ...options.headers, "x-request-id": requestId },
-  });
+  };
+  const headers = {
+    ...sseHeaders(node?.incoming.httpVersion),
+    ...options.headers,
+    "x-request-id": requestId,
+  };
+  if (node === undefined) return new Response(sseStream(produce, sse), { status: 200, headers });
+  node.outgoing.writeHead(200, headers);
+  void sseToNode(node.outgoing, produce, sse);
+  // The headers sent, for the middleware that reads them (the request log, the rate-limit headers' check).
+  return new Response(null, { status: 200, headers: { ...headers, [RESPONSE_ALREADY_SENT_HEADER]: "true" } });
 }

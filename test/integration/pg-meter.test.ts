@@ -78,7 +78,7 @@ describe.each(STORE_BACKENDS)("PgUsageMeter on %s", (_name, makeBackend) => {
   it("writes everything recorded before a flush in one multi-row INSERT, in arrival order", async () => {
     const org = `org_${randomUUID()}`;
     const { meter: m, errors } = meter({ flushIntervalMs: 60_000 });
-    const inserts = vi.spyOn(store.db, "insert");
+    const inserts = vi.spyOn(store.db, "execute");
     try {
       for (let i = 0; i < 300; i++) m.record(usageRecord(org, i));
       expect(m.buffered).toBe(300);
@@ -103,7 +103,7 @@ describe.each(STORE_BACKENDS)("PgUsageMeter on %s", (_name, makeBackend) => {
   it("splits a large buffer into INSERTs of at most maxBatch rows", async () => {
     const org = `org_${randomUUID()}`;
     const { meter: m } = meter({ flushIntervalMs: 60_000, maxBatch: 100 });
-    const inserts = vi.spyOn(store.db, "insert");
+    const inserts = vi.spyOn(store.db, "execute");
     try {
       for (let i = 0; i < 250; i++) m.record(usageRecord(org, i));
       await m.flush();

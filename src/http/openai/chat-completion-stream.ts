@@ -1,5 +1,5 @@
-// The streamed chat completion: SSE chunks from the generation's events, keep-alives while the prompt is
-// evaluated, the usage chunk on request, and an error frame if the generation fails after the 200.
+// The streamed chat completion: SSE chunks from the generation's events, the usage chunk on request, and an error
+// frame if the generation fails after the 200 (keep-alives while the prompt is evaluated are the SSE writer's).
 import type { GenerationEvent } from "../../engine/types.js";
 import type { ErrorBody } from "../errors/api-error.js";
 import type { SseWriter } from "../sse.js";
@@ -11,6 +11,7 @@ import {
   toolCallId,
   toUsage,
   toWireLogprobs,
+  type Usage,
   wireFinishReason,
 } from "./wire.js";
 
@@ -21,10 +22,52 @@ export interface StreamOptions {
   callsOnly: boolean;
   /** The request used the legacy `functions`: a call streams as `delta.function_call`, finishing `function_call`. */
   legacyFunctions: boolean;
-  keepAliveMs: number;
   onInvalid: (invalid: string) => void;
   /** After the 200 the only way to report a failure is in the stream itself, as OpenAI does. */
   onError: (err: unknown) => ErrorBody;
+}
+
+/**
+ * A chunk's JSON around its choices: everything but the choices is the same in every chunk of a completion, so it
+ * is serialised once and each chunk adds only its choice (a gateway writes one chunk per relayed token). The
+ * result is byte for byte `JSON.stringify` of the whole ChatCompletionChunk.
+ */
+export class ChunkFrame {
+  private readonly empty: ChatCompletionChunk;
+  private readonly head: string;
+  private readonly tail: string;
+
+  constructor(meta: CompletionMeta, includeUsage: boolean) {
+    const empty: ChatCompletionChunk = {
+      id: meta.id,
+      object: "chat.completion.chunk",
+      created: meta.created,
+      model: meta.model,
+      system_fingerprint: null,
+      choices: [],
+      ...(includeUsage ? { usage: null } : {}),
+    };
+    this.empty = empty;
+    const json = JSON.stringify(empty);
+    const at = json.indexOf('"choices":[]') + '"choices":['.length;
+    this.head = json.slice(0, at);
+    this.tail = json.slice(at);
+  }
+
+  /** The chunk of one choice. */
+  of(choice: ChunkChoice): string {
+    return this.head + JSON.stringify(choice) + this.tail;
+  }
+
+  /** The last chunk, of no choice: the usage (only when the request asked for it). */
+  usage(usage: Usage): string {
+    return JSON.stringify({ ...this.empty, usage });
+  }
+
+  /** The chunk of one choice's content text: the hot path, without building the choice object. */
+  content(index: number, text: string): string {
+    return `${this.head}{"index":${index},"delta":{"content":${JSON.stringify(text)}},"logprobs":null,"finish_reason":null}${this.tail}`;
+  }
 }
 
 export async function streamCompletion(
@@ -33,53 +76,41 @@ export async function streamCompletion(
   meta: CompletionMeta,
   options: StreamOptions,
 ): Promise<void> {
-  const usageField = options.includeUsage ? { usage: null } : {};
-  const chunk = (choices: ChunkChoice[]): ChatCompletionChunk => ({
-    id: meta.id,
-    object: "chat.completion.chunk",
-    created: meta.created,
-    model: meta.model,
-    system_fingerprint: null,
-    choices,
-    ...usageField,
-  });
+  const frame = new ChunkFrame(meta, options.includeUsage);
   for (let index = 0; index < options.n; index++) {
     const delta: ChunkDelta = { role: "assistant", content: options.callsOnly ? null : "" };
-    await writer.data(chunk([{ index, delta, logprobs: null, finish_reason: null }]));
+    await writer.dataJson(frame.of({ index, delta, logprobs: null, finish_reason: null }));
   }
-  const iterator = events[Symbol.asyncIterator]();
   try {
-    while (writer.open) {
-      const next = await nextWithKeepAlive(iterator, writer, options.keepAliveMs);
-      if (next.done === true) break;
-      const event: GenerationEvent = next.value;
+    for await (const event of events) {
+      if (!writer.open) break;
       if (event.type === "delta") {
+        if (event.target === undefined && event.logprobs === undefined) {
+          await writer.dataJson(frame.content(event.choice, event.text));
+          continue;
+        }
         const logprobs =
           event.logprobs === undefined ? null : { content: toWireLogprobs(event.logprobs), refusal: null };
-        await writer.data(
-          chunk([
-            {
-              index: event.choice,
-              delta: chunkDelta(event, options.legacyFunctions),
-              logprobs,
-              finish_reason: null,
-            },
-          ]),
+        await writer.dataJson(
+          frame.of({
+            index: event.choice,
+            delta: chunkDelta(event, options.legacyFunctions),
+            logprobs,
+            finish_reason: null,
+          }),
         );
       } else if (event.type === "finish") {
         if (event.invalid !== undefined) options.onInvalid(event.invalid);
-        await writer.data(
-          chunk([
-            {
-              index: event.choice,
-              delta: {},
-              logprobs: null,
-              finish_reason: wireFinishReason(event.reason, options.legacyFunctions),
-            },
-          ]),
+        await writer.dataJson(
+          frame.of({
+            index: event.choice,
+            delta: {},
+            logprobs: null,
+            finish_reason: wireFinishReason(event.reason, options.legacyFunctions),
+          }),
         );
       } else if (options.includeUsage) {
-        await writer.data({ ...chunk([]), usage: toUsage(event.usage) });
+        await writer.dataJson(frame.usage(toUsage(event.usage)));
       }
     }
     await writer.done();
@@ -114,24 +145,4 @@ function chunkDelta(
     };
   }
   return { tool_calls: [{ index: target.call, function: { arguments: event.text } }] };
-}
-
-/** Waits for the next event, sending `: keep-alive` comments while a long prompt is being evaluated. */
-export async function nextWithKeepAlive<T>(
-  iterator: AsyncIterator<T>,
-  writer: SseWriter,
-  keepAliveMs: number,
-): Promise<IteratorResult<T>> {
-  const next = iterator.next();
-  while (true) {
-    let timer: NodeJS.Timeout | undefined;
-    const tick = new Promise<"tick">((resolve) => {
-      timer = setTimeout(() => resolve("tick"), keepAliveMs);
-    });
-    const result = await Promise.race([next, tick]);
-    clearTimeout(timer);
-    if (result !== "tick") return result;
-    if (!writer.open) return { done: true, value: undefined };
-    await writer.comment("keep-alive");
-  }
 }

@@ -112,7 +112,7 @@ describe("legacy functions: the reply", () => {
     const writer = {
       open: true,
       data: async (value: unknown) => void frames.push(value),
-      comment: async () => {},
+      dataJson: async (json: string) => void frames.push(JSON.parse(json)),
       error: async () => {},
       done: async () => {},
     } as unknown as SseWriter;
@@ -121,7 +121,6 @@ describe("legacy functions: the reply", () => {
       includeUsage: false,
       callsOnly: true,
       legacyFunctions: true,
-      keepAliveMs: 60_000,
       onInvalid: () => {},
       onError: () => ({ error: { message: "", type: "server_error", param: null, code: null } }),
     });

@@ -91,10 +91,16 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
         includeUsage: parsed.includeUsage,
         callsOnly: callsRequired(toolChoice),
         legacyFunctions: parsed.legacyFunctions,
-        keepAliveMs: deps.limits.keepAliveMs,
         onInvalid,
         onError: streamErrorFrame(deps.logger, requestId),
       }),
-    { logger: deps.logger, requestId, left, drainTimeoutMs: deps.limits.sseDrainTimeoutMs, headers },
+    {
+      logger: deps.logger,
+      requestId,
+      left,
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      keepAliveMs: deps.limits.keepAliveMs,
+      headers,
+    },
   );
 }

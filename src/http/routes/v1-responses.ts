@@ -145,13 +145,19 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
     (writer) =>
       streamResponse(writer, generation.events, {
         responseId: meta.id,
-        keepAliveMs: deps.limits.keepAliveMs,
         render,
         onInvalid,
         onEnd: end,
         onError: streamErrorFrame(deps.logger, requestId),
       }),
-    { logger: deps.logger, requestId, left, drainTimeoutMs: deps.limits.sseDrainTimeoutMs, headers },
+    {
+      logger: deps.logger,
+      requestId,
+      left,
+      drainTimeoutMs: deps.limits.sseDrainTimeoutMs,
+      keepAliveMs: deps.limits.keepAliveMs,
+      headers,
+    },
   );
 }
 

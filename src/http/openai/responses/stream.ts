@@ -3,14 +3,12 @@
 import type { GenerationEvent } from "../../../engine/types.js";
 import type { ErrorBody } from "../../errors/api-error.js";
 import type { SseWriter } from "../../sse.js";
-import { nextWithKeepAlive } from "../chat-completion-stream.js";
 import type { ResponseObject, ResponseState } from "./body.js";
 import { type OutputItem, type OutputStep, ResponseOutput } from "./output.js";
 
 export interface ResponseStreamOptions {
   /** The `resp_…` id (output item ids are made from it). */
   responseId: string;
-  keepAliveMs: number;
   /** The response object at a state (the route binds the request's echo and meta). */
   render: (state: ResponseState) => ResponseObject;
   onInvalid: (invalid: string) => void;
@@ -39,14 +37,11 @@ export async function streamResponse(
   });
   await send("response.created", { response: options.render(state("in_progress")) });
   await send("response.in_progress", { response: options.render(state("in_progress")) });
-  const iterator = events[Symbol.asyncIterator]();
   try {
-    while (writer.open) {
-      const next = await nextWithKeepAlive(iterator, writer, options.keepAliveMs);
-      if (next.done === true) break;
-      if (next.value.type === "finish" && next.value.invalid !== undefined)
-        options.onInvalid(next.value.invalid);
-      for (const step of output.apply(next.value)) await sendStep(send, step);
+    for await (const event of events) {
+      if (!writer.open) break;
+      if (event.type === "finish" && event.invalid !== undefined) options.onInvalid(event.invalid);
+      for (const step of output.apply(event)) await sendStep(send, step);
     }
     if (!writer.open) return;
     for (const step of output.finish()) await sendStep(send, step);
