@@ -2,7 +2,7 @@
 // models, set RPM/TPM. Every change goes through `tenancy.orgs` as the actor "admin", so the audit log has it.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { ModelHealth } from "../../../engine/types.js";
+import type { EndpointHealth, ModelHealth } from "../../../engine/types.js";
 import { ADMIN_ACTOR } from "../../../tenancy/audit.js";
 import type { Org } from "../../../tenancy/types.js";
 import { domainApiError } from "../../errors/domain-errors.js";
@@ -169,7 +169,15 @@ async function orgsPage(
   );
 }
 
-/** Models and, for upstream ones, each endpoint: serving or ejected, and what ejected it. Hidden without upstreams. */
+/** The share of an endpoint's prompt tokens it took from its prefix cache; a dash before it reported any. */
+function hitRate(e: EndpointHealth): string {
+  return e.promptTokens === 0 ? "—" : `${Math.round((100 * e.cachedTokens) / e.promptTokens)}%`;
+}
+
+/**
+ * Models and, for upstream ones, each endpoint: serving or ejected, what ejected it, and its prefix-cache hit rate
+ * (cached ÷ prompt tokens since start). Hidden without upstreams.
+ */
 const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
   const upstream = health.filter((h) => h.endpoints !== undefined);
   if (upstream.length === 0) return null;
@@ -183,6 +191,7 @@ const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
             <th scope="col">Endpoint</th>
             <th scope="col">State</th>
             <th scope="col">In flight</th>
+            <th scope="col">Cache hits</th>
           </tr>
         </thead>
         <tbody>
@@ -195,6 +204,9 @@ const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
                   {e.healthy ? "Serving" : `Ejected${e.lastError === undefined ? "" : `: ${e.lastError}`}`}
                 </td>
                 <td>{e.inFlight}</td>
+                <td title={`${e.cachedTokens} of ${e.promptTokens} prompt tokens from the endpoint's cache`}>
+                  {hitRate(e)}
+                </td>
               </tr>
             )),
           )}
