@@ -376,6 +376,7 @@ describe("operator fleet view", () => {
       {
         model: "fleet-a",
         ready: true,
+        repins: { cache_lost: 4, endpoint_down: 1, endpoint_busy: 2 },
         endpoints: [
           {
             ...endpoint,
@@ -405,6 +406,10 @@ describe("operator fleet view", () => {
         /fleet-a<\/td><td>http:\/\/gpu-2:8000\/v1<\/td><td>Ejected: connection refused<\/td><td>0<\/td><td[^>]*>—/,
       );
       expect(page).toContain("fleet-b cannot serve now: no healthy endpoint (status 503).");
+      expect(page).toContain(
+        "fleet-a: 75% of prompt tokens from the endpoints' caches; conversations moved 3 times (endpoint down 1, busy 2); caches lost 4 times.",
+      );
+      expect(page).toContain("fleet-b: — of prompt tokens");
       harness.engine.setHealth(undefined);
       // Without upstream models there is no fleet section.
       expect(await pageText(await (await operator()).get("/dashboard/operator"))).not.toContain("Fleet</h2>");

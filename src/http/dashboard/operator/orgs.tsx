@@ -169,9 +169,26 @@ async function orgsPage(
   );
 }
 
-/** The share of an endpoint's prompt tokens it took from its prefix cache; a dash before it reported any. */
-function hitRate(e: EndpointHealth): string {
-  return e.promptTokens === 0 ? "—" : `${Math.round((100 * e.cachedTokens) / e.promptTokens)}%`;
+/** The share of prompt tokens taken from a prefix cache; a dash before any was reported. */
+function hitRate({
+  promptTokens,
+  cachedTokens,
+}: Pick<EndpointHealth, "promptTokens" | "cachedTokens">): string {
+  return promptTokens === 0 ? "—" : `${Math.round((100 * cachedTokens) / promptTokens)}%`;
+}
+
+/** A model's hit rate over its endpoints, and its re-pins (docs/fleet.md, "Cache-aware routing"). */
+function modelCacheLine(model: ModelHealth): string {
+  const endpoints = model.endpoints ?? [];
+  const promptTokens = endpoints.reduce((sum, e) => sum + e.promptTokens, 0);
+  const cachedTokens = endpoints.reduce((sum, e) => sum + e.cachedTokens, 0);
+  const repins = model.repins;
+  const moved = repins === undefined ? 0 : repins.endpoint_down + repins.endpoint_busy;
+  return (
+    `${model.model}: ${hitRate({ promptTokens, cachedTokens })} of prompt tokens from the endpoints' caches; ` +
+    `conversations moved ${moved} times (endpoint down ${repins?.endpoint_down ?? 0}, busy ` +
+    `${repins?.endpoint_busy ?? 0}); caches lost ${repins?.cache_lost ?? 0} times.`
+  );
 }
 
 /**
@@ -212,6 +229,11 @@ const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
           )}
         </tbody>
       </table>
+      {upstream.map((m) => (
+        <p class="hint" data-cache={m.model}>
+          {modelCacheLine(m)}
+        </p>
+      ))}
       {upstream
         .filter((m) => !m.ready)
         .map((m) => (
