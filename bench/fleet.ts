@@ -1,7 +1,8 @@
 // The fleet: a Hearth gateway in front of two `hearth serve` workers on this machine. What the gateway adds per
-// request (vs calling a worker directly), its aggregate throughput vs the two workers driven directly, and how
-// often prefix affinity lands an organization's shared system prompt on a warm cache.
-// `node --import tsx bench/fleet.ts` prints the section; bench/run.ts embeds it (phase `fleet`).
+// request (vs calling a worker directly), its aggregate throughput vs the two workers driven directly, and the
+// prefix-cache hit rate and TTFT with cache-aware routing on and off (bench/fleet-affinity.ts).
+// `node --import tsx bench/fleet.ts` prints the section (`--quick`: a short smoke run); bench/run.ts embeds it
+// (phase `fleet`).
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,9 +10,10 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { pathToFileURL } from "node:url";
 import { defaultModels } from "../src/config/schema.js";
-import { hearthCli, type ServerProcess, startServerProcess } from "../test/support/server-process.js";
+import { type ServerProcess, startServerProcess } from "../test/support/server-process.js";
 import { type Backend, postgresBackend } from "../test/support/store-backends.js";
 import { processCpuMs } from "./cpu-noise.js";
+import { type AffinityBenchOptions, affinityComparison } from "./fleet-affinity.js";
 import { httpTarget } from "./http-target.js";
 import { median, percentile } from "./stats.js";
 import { runLevel } from "./workload.js";
@@ -25,6 +27,8 @@ export interface FleetBenchOptions {
   latencyRequests?: number;
   /** Requests sent through every path (each worker, proxy and gateway) before the latency is measured. */
   warmUpRequests?: number;
+  /** The cache-aware routing comparison (fleet-affinity.ts). */
+  affinity?: Partial<AffinityBenchOptions>;
   model?: string;
 }
 
@@ -39,6 +43,8 @@ interface Fleet {
   gateway: ServerProcess;
   /** The same gateway on PostgreSQL, as a fleet's replicas run (docs/fleet.md); absent without a server. */
   gatewayOnPostgres: ServerProcess | undefined;
+  /** A gateway like `gateway` with `upstream.affinity: false`: every request to the least busy worker. */
+  gatewayWithoutAffinity: ServerProcess;
   stop(): Promise<void>;
 }
 
@@ -56,23 +62,28 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
   );
   const workers: ServerProcess[] = [];
   for (let i = 0; i < 2; i++) workers.push(await startServerProcess({ args: ["--config", workerConfig] }));
-  const config = join(dir, "hearth.yaml");
-  writeFileSync(
-    config,
-    [
-      "models:",
-      `  - id: ${FLEET_MODEL}`,
-      "    upstream:",
-      `      model: ${model}`,
-      "      endpoints:",
-      ...workers.flatMap((w, i) => [`        - url: ${w.url}/v1`, `          apiKeyEnv: WORKER${i}_KEY`]),
-      `      maxInFlight: ${parallel}`,
-      "      maxQueue: 256",
-      "      queueTimeoutMs: 120000",
-      "      firstTokenTimeoutMs: 120000",
-      "",
-    ].join("\n"),
-  );
+  const gatewayConfig = (name: string, affinity: boolean) => {
+    const path = join(dir, name);
+    writeFileSync(
+      path,
+      [
+        "models:",
+        `  - id: ${FLEET_MODEL}`,
+        "    upstream:",
+        `      model: ${model}`,
+        "      endpoints:",
+        ...workers.flatMap((w, i) => [`        - url: ${w.url}/v1`, `          apiKeyEnv: WORKER${i}_KEY`]),
+        `      maxInFlight: ${parallel}`,
+        "      maxQueue: 256",
+        "      queueTimeoutMs: 120000",
+        "      firstTokenTimeoutMs: 120000",
+        `      affinity: ${affinity}`,
+        "",
+      ].join("\n"),
+    );
+    return path;
+  };
+  const config = gatewayConfig("hearth.yaml", true);
   const proxies = workers.map((worker) =>
     spawn(
       process.execPath,
@@ -93,6 +104,10 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
   );
   const env = Object.fromEntries(workers.map((w, i) => [`WORKER${i}_KEY`, w.apiKey]));
   const gateway = await startServerProcess({ env, args: ["--config", config] });
+  const gatewayWithoutAffinity = await startServerProcess({
+    env,
+    args: ["--config", gatewayConfig("hearth-no-affinity.yaml", false)],
+  });
   const database: Backend | undefined = await postgresBackend().catch(() => undefined);
   const gatewayOnPostgres =
     database === undefined
@@ -106,33 +121,17 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
     proxyUrls,
     gateway,
     gatewayOnPostgres,
+    gatewayWithoutAffinity,
     async stop() {
       for (const proxy of proxies) proxy.kill();
       await gateway.stop();
+      await gatewayWithoutAffinity.stop();
       await gatewayOnPostgres?.stop();
       await database?.cleanup();
       await Promise.all(workers.map((w) => w.stop()));
       rmSync(dir, { recursive: true, force: true });
     },
   };
-}
-
-interface Usage {
-  prompt_tokens: number;
-  prompt_tokens_details?: { cached_tokens?: number };
-}
-
-async function complete(url: string, apiKey: string, body: Record<string, unknown>): Promise<Usage> {
-  const response = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  const json = (await response.json()) as { usage?: Usage; error?: { message: string } };
-  if (!response.ok || json.usage === undefined) {
-    throw new Error(`${url} answered ${response.status}: ${json.error?.message ?? "no usage"}`);
-  }
-  return json.usage;
 }
 
 /** One whole one-token request (streamed: read to [DONE]), in ms. */
@@ -336,52 +335,6 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
   ];
 }
 
-/** Several organizations, each with its own long system prompt, asking different questions through the gateway. */
-async function affinity(fleet: Fleet): Promise<string[]> {
-  const orgs = ["acme", "globex", "initech"];
-  const keys: string[] = [];
-  for (const org of orgs) {
-    await hearthCli(fleet.gateway, ["orgs", "create", org, "--models", FLEET_MODEL]);
-    const { stdout } = await hearthCli(fleet.gateway, ["keys", "create", "--org", org]);
-    keys.push(stdout.trim().split("\n").at(-1) ?? "");
-  }
-  const questions = ["What do you sell?", "Who founded you?", "Where are you based?", "How big are you?"];
-  let prompt = 0;
-  let cached = 0;
-  let hits = 0;
-  let requests = 0;
-  for (let round = 0; round < questions.length; round++) {
-    await Promise.all(
-      orgs.map(async (org, i) => {
-        const system = `You are the assistant of ${org}. ${"Answer politely, briefly and only about the company. ".repeat(40)}`;
-        const usage = await complete(fleet.gateway.url, keys[i] as string, {
-          model: FLEET_MODEL,
-          messages: [
-            { role: "system", content: system },
-            { role: "user", content: questions[round] },
-          ],
-          max_tokens: 8,
-          temperature: 0,
-        });
-        // The first request of each organization cannot hit; the later ones should.
-        if (round === 0) return;
-        requests++;
-        prompt += usage.prompt_tokens;
-        const reused = usage.prompt_tokens_details?.cached_tokens ?? 0;
-        cached += reused;
-        if (reused > 0) hits++;
-      }),
-    );
-  }
-  return [
-    `Prefix affinity: ${orgs.length} organizations, each with its own ~600-token system prompt, ${questions.length} ` +
-      "questions each through the gateway (one organization's requests at a time per round, the organizations concurrently).",
-    "",
-    `After each organization's first request: ${hits} of ${requests} requests reused a cached prefix; cached_tokens ` +
-      `were ${((100 * cached) / Math.max(1, prompt)).toFixed(1)} % of their prompt tokens.`,
-  ];
-}
-
 /** Runs the fleet workloads on fresh processes and returns a Markdown section body. */
 export async function benchFleet(options: FleetBenchOptions = {}): Promise<string> {
   const parallel = options.parallel ?? 4;
@@ -397,15 +350,37 @@ export async function benchFleet(options: FleetBenchOptions = {}): Promise<strin
       options.warmUpRequests ?? 500,
     );
     const rate = await throughput(fleet, model, parallel, seconds, 32);
-    const prefix = await affinity(fleet);
-    return [...latency, "", ...rate, "", ...prefix].join("\n");
+    const gatewayOf = (server: ServerProcess) => ({
+      url: server.url,
+      apiKey: server.apiKey,
+      model: FLEET_MODEL,
+    });
+    const cache = await affinityComparison(
+      gatewayOf(fleet.gateway),
+      gatewayOf(fleet.gatewayWithoutAffinity),
+      {
+        conversations: options.affinity?.conversations ?? 2 * parallel,
+        turns: options.affinity?.turns ?? 4,
+        pairs: options.affinity?.pairs ?? 2,
+      },
+    );
+    return [...latency, "", ...rate, "", ...cache].join("\n");
   } finally {
     await fleet.stop();
   }
 }
 
+/** `--quick`: every part of the phase, briefly (a smoke run, not a measurement). */
+const QUICK: FleetBenchOptions = {
+  parallel: 2,
+  seconds: 2,
+  latencyRequests: 5,
+  warmUpRequests: 8,
+  affinity: { conversations: 4, turns: 3, pairs: 1 },
+};
+
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  benchFleet().then(
+  benchFleet(process.argv.includes("--quick") ? QUICK : {}).then(
     (section) => process.stdout.write(`${section}\n`),
     (err: unknown) => {
       process.stderr.write(`fleet benchmark failed: ${String(err)}\n`);

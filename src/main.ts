@@ -78,6 +78,8 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
           models: config.upstreamModels,
           logger,
           onFirstToken: (e) => metrics?.upstreamTimeToFirstToken(e.model, e.endpoint, e.seconds),
+          // Counted in /metrics (hearth_upstream_repins_total); the line says which endpoint, for an operator's trace.
+          onRepin: (e) => logger.debug(e, "upstream conversation re-pinned"),
         });
   const engine = new EngineRegistry(
     [llama, upstream].filter((e) => e !== undefined),

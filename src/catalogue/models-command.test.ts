@@ -189,6 +189,8 @@ describe("hearth models list with upstream models", () => {
       probeIntervalMs: 2000,
       firstTokenTimeoutMs: 1000,
       maxAttempts: 3,
+      affinity: true,
+      affinityKeys: 1000,
     },
   };
 

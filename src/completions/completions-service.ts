@@ -144,6 +144,7 @@ function toGenerationRequest(
     cacheScope: orgId,
     ...(request.cacheSalt === undefined ? {} : { cacheSalt: request.cacheSalt }),
     ...(request.promptCacheKey === undefined ? {} : { promptCacheKey: request.promptCacheKey }),
+    ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
     ...(request.reasoningEffort === undefined ? {} : { reasoningEffort: request.reasoningEffort }),
     ...(request.user === undefined ? {} : { user: request.user }),
     signal,

@@ -44,6 +44,8 @@ export interface CompletionRequest {
   cacheSalt?: string;
   /** OpenAI's `prompt_cache_key`: prefix affinity among the organization's requests with the same key. */
   promptCacheKey?: string;
+  /** The `X-Session-Id` header: affinity of an upstream model's requests after `promptCacheKey` (docs/fleet.md). */
+  sessionId?: string;
 }
 
 /** Who asks, and the request's life outside the engine. */

@@ -154,6 +154,8 @@ describe("loadConfig", () => {
             probeIntervalMs: 2_000,
             firstTokenTimeoutMs: 30_000,
             maxAttempts: 3,
+            affinity: true,
+            affinityKeys: 50_000,
           },
         },
       ]);

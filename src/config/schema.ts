@@ -148,6 +148,17 @@ export const upstreamSchema = z
       .max(10)
       .default(3)
       .describe("endpoints one request may try before its first byte"),
+    affinity: z
+      .boolean()
+      .default(true)
+      .describe("cache-aware routing (docs/fleet.md); false: every request to the least busy endpoint"),
+    affinityKeys: z
+      .number()
+      .int()
+      .min(1)
+      .max(10_000_000)
+      .default(50_000)
+      .describe("conversations whose endpoint the gateway remembers (least recently used forgotten first)"),
   })
   .strict();
 

@@ -146,6 +146,11 @@ export interface GenerationRequest {
    * are routed to the same endpoint and prefer the same embedded slot, so their shared prefix stays cached.
    */
   promptCacheKey?: string;
+  /**
+   * The client's `X-Session-Id` header: routes the session's requests to one endpoint (within `cacheScope`) when no
+   * `promptCacheKey` was sent. Routing only: engines never see it.
+   */
+  sessionId?: string;
   /** JSON mode, tools: the reply is grammar-constrained. Absent: free text. */
   output?: OutputRequest;
   /** OpenAI's `user` (the caller's end-user id): upstream engines receive it; it never changes what is generated. */
@@ -273,7 +278,20 @@ export interface EndpointHealth {
   ejections: number;
   /** The last failure that ejected it, in words (no upstream internals beyond status and message). */
   lastError?: string;
+  /**
+   * Since start: prompt tokens of the streams it served with reported usage, and how many of those it took from its
+   * prefix cache (its hit rate is their ratio).
+   */
+  promptTokens: number;
+  cachedTokens: number;
 }
+
+/**
+ * Why the gateway moved a conversation's pin (src/engine/upstream/cache-affinity.ts): its endpoint lost the cached
+ * prefix (restart, eviction; the pin stays), was down, or was busy (over its load bound, full, or answered busy).
+ */
+export const REPIN_REASONS = Object.freeze(["cache_lost", "endpoint_down", "endpoint_busy"] as const);
+export type RepinReason = (typeof REPIN_REASONS)[number];
 
 /** Where an embedded model is in its lifecycle (its ModelSlot in src/engine/llama/llama-engine.ts). */
 export const MODEL_STATES = Object.freeze([
@@ -316,6 +334,8 @@ export interface ModelHealth {
   error?: string;
   /** Upstream models: each endpoint. */
   endpoints?: EndpointHealth[];
+  /** Upstream models: conversations re-pinned since start, by reason. */
+  repins?: Readonly<Record<RepinReason, number>>;
   /** Embedded models once loaded: layers offloaded to the GPU (0 on the CPU). */
   gpuLayers?: number;
   /** Embedded models once loaded: the llama.cpp build that serves them. */

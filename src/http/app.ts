@@ -248,6 +248,9 @@ function modelHealthWire(h: ModelHealth) {
             url: e.url,
             status: e.healthy ? "ok" : "ejected",
             in_flight: e.inFlight,
+            // The endpoint's prefix cache since start: its hit rate is cached ÷ prompt (docs/fleet.md).
+            prompt_tokens: e.promptTokens,
+            cached_tokens: e.cachedTokens,
             ...(e.lastError === undefined ? {} : { error: e.lastError }),
           })),
         }),

@@ -155,12 +155,19 @@ describe("Metrics", () => {
       requests,
       retries: requests > 5 ? 2 : 0,
       ejections: healthy ? 0 : 1,
+      promptTokens: requests * 100,
+      cachedTokens: requests * 60,
     });
     let endpoints = [endpoint("http://gpu-1/v1", true, 3, 10), endpoint("http://gpu-2/v1", false, 0, 4)];
     const metrics = new Metrics({
       modelLoad: () => [],
       health: () => [
-        { model: "fleet", ready: true, endpoints },
+        {
+          model: "fleet",
+          ready: true,
+          endpoints,
+          repins: { cache_lost: 2, endpoint_down: 1, endpoint_busy: 0 },
+        },
         { model: "local", ready: true },
       ],
     });
@@ -174,6 +181,23 @@ describe("Metrics", () => {
     expect(value(samples, "hearth_upstream_requests_total", { model: "fleet", endpoint: "0" })).toBe(10);
     expect(value(samples, "hearth_upstream_retries_total", { model: "fleet", endpoint: "0" })).toBe(2);
     expect(value(samples, "hearth_upstream_ejections_total", { model: "fleet", endpoint: "1" })).toBe(1);
+    expect(value(samples, "hearth_upstream_prompt_tokens_total", { model: "fleet", endpoint: "0" })).toBe(
+      1000,
+    );
+    expect(
+      value(samples, "hearth_upstream_cached_prompt_tokens_total", { model: "fleet", endpoint: "1" }),
+    ).toBe(240);
+    expect(types.get("hearth_upstream_repins_total")).toBe("counter");
+    expect(value(samples, "hearth_upstream_repins_total", { model: "fleet", reason: "cache_lost" })).toBe(2);
+    expect(value(samples, "hearth_upstream_repins_total", { model: "fleet", reason: "endpoint_down" })).toBe(
+      1,
+    );
+    expect(value(samples, "hearth_upstream_repins_total", { model: "fleet", reason: "endpoint_busy" })).toBe(
+      0,
+    );
+    expect(
+      value(samples, "hearth_upstream_repins_total", { model: "local", reason: "cache_lost" }),
+    ).toBeUndefined();
     expect(
       value(samples, "hearth_upstream_first_token_seconds_count", { model: "fleet", endpoint: "1" }),
     ).toBe(1);

@@ -1,6 +1,12 @@
 // Prometheus metrics (prom-client) for GET /metrics: requests, tokens, latencies, queue and sequence load.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
-import type { AcceleratorState, EndpointHealth, ModelHealth, UsageCounts } from "../engine/types.js";
+import {
+  type AcceleratorState,
+  type EndpointHealth,
+  type ModelHealth,
+  REPIN_REASONS,
+  type UsageCounts,
+} from "../engine/types.js";
 
 /**
  * The engine as the gauges read it at scrape time: each model's load, each upstream endpoint's state, and the
@@ -217,6 +223,33 @@ export class Metrics {
       "counter",
       (e) => e.ejections,
     );
+    // The prefix cache as each endpoint reported it (usage's cached_tokens, llama-server's timings.cache_n): the
+    // hit rate is cached ÷ prompt, per endpoint, or summed per model for the fleet's.
+    endpointMetric(
+      "hearth_upstream_prompt_tokens_total",
+      "Prompt tokens of the streams an upstream endpoint served with reported usage.",
+      "counter",
+      (e) => e.promptTokens,
+    );
+    endpointMetric(
+      "hearth_upstream_cached_prompt_tokens_total",
+      "Of those, prompt tokens the upstream endpoint took from its prefix cache.",
+      "counter",
+      (e) => e.cachedTokens,
+    );
+    new Counter({
+      name: "hearth_upstream_repins_total",
+      help: "Conversations whose endpoint changed (endpoint_down, endpoint_busy) or lost their cached prefix (cache_lost: restart, eviction; the conversation stays).",
+      labelNames: ["model", "reason"],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of load.health?.() ?? []) {
+          if (m.repins === undefined) continue;
+          for (const reason of REPIN_REASONS) this.inc({ model: m.model, reason }, m.repins[reason]);
+        }
+      },
+    });
     this.upstreamFirstToken = new Histogram({
       name: "hearth_upstream_first_token_seconds",
       help: "Time from sending a request to an upstream endpoint to its first token.",

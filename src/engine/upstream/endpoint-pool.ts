@@ -72,7 +72,8 @@ export class Endpoint implements RoutableEndpoint {
     return this.authorization === undefined ? extra : { ...extra, authorization: this.authorization };
   }
 
-  health(): EndpointHealth {
+  /** Its state; the prefix-cache counters are the model's learner's (cache-affinity.ts). */
+  health(): Omit<EndpointHealth, "promptTokens" | "cachedTokens"> {
     return {
       url: this.url,
       healthy: this.healthy,

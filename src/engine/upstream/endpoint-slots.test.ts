@@ -20,6 +20,8 @@ function setup(endpoints = 2, { maxInFlight = 1, maxQueue = 4, queueTimeoutMs = 
       probeIntervalMs: 2000,
       firstTokenTimeoutMs: 1000,
       maxAttempts: 3,
+      affinity: true,
+      affinityKeys: 1000,
     },
   };
   let slots: EndpointSlots | undefined;

@@ -36,6 +36,8 @@ export interface EndpointSlotsOptions {
   pool: EndpointPool;
   maxQueue: number;
   queueTimeoutMs: number;
+  /** The endpoint a key is pinned to (cache-affinity.ts); routing prefers it while it is open and under the bound. */
+  pinOf?: (key: string | undefined) => number | undefined;
 }
 
 export class EndpointSlots {
@@ -129,7 +131,7 @@ export class EndpointSlots {
     const { pool } = this.options;
     while (this.queue.length > 0) {
       const taken = this.queue.take((waiter) => {
-        const i = chooseEndpoint(pool.endpoints, waiter.request.key, waiter.request.exclude);
+        const i = this.choose(waiter.request);
         return i === undefined ? undefined : pool.endpoints[i];
       });
       if (taken === undefined) return;
@@ -139,9 +141,13 @@ export class EndpointSlots {
     }
   }
 
+  private choose({ key, exclude }: SlotRequest): number | undefined {
+    return chooseEndpoint(this.options.pool.endpoints, key, exclude, this.options.pinOf?.(key));
+  }
+
   private free(request: SlotRequest): Endpoint | undefined {
     const { pool } = this.options;
-    const i = chooseEndpoint(pool.endpoints, request.key, request.exclude);
+    const i = this.choose(request);
     const endpoint = i === undefined ? undefined : pool.endpoints[i];
     if (endpoint !== undefined) this.hold(endpoint, request.scope);
     return endpoint;

@@ -129,3 +129,41 @@ describe("affinityKey with a prompt_cache_key", () => {
     expect(chosen.size).toBe(1);
   });
 });
+
+describe("affinityKey with an X-Session-Id", () => {
+  it("keys on the organization and the session when no prompt_cache_key is sent; prompt_cache_key wins", () => {
+    const session = affinityKey("org-a", conversation("Where is my order?"), undefined, "s-1");
+    expect(affinityKey("org-a", conversation("Something else"), undefined, "s-1")).toBe(session);
+    expect(affinityKey("org-a", conversation("Where is my order?"), undefined, "s-2")).not.toBe(session);
+    expect(affinityKey("org-b", conversation("Where is my order?"), undefined, "s-1")).not.toBe(session);
+    expect(affinityKey("org-a", conversation("Where is my order?"))).not.toBe(session);
+    // prompt_cache_key first: the session id no longer matters; a session id never equals the same prompt_cache_key.
+    const keyed = affinityKey("org-a", conversation("q"), "k", "s-1");
+    expect(affinityKey("org-a", conversation("q"), "k", "s-2")).toBe(keyed);
+    expect(affinityKey("org-a", conversation("q"), "k")).toBe(keyed);
+    expect(affinityKey("org-a", conversation("q"), undefined, "k")).not.toBe(keyed);
+  });
+});
+
+describe("chooseEndpoint with a pinned endpoint", () => {
+  const key = affinityKey("org-a", conversation("Where is my order?"));
+  const home = chooseEndpoint(endpoints([0, 0, 0, 0]), key) as number;
+  const other = (home + 1) % 4;
+
+  it("prefers the pin over the rendezvous ranking while it is open and under the load bound", () => {
+    expect(chooseEndpoint(endpoints([0, 0, 0, 0]), key, new Set(), other)).toBe(other);
+    // Without a key (affinity off) there is no pin: least outstanding.
+    expect(chooseEndpoint(endpoints([1, 1, 0, 1]), undefined, new Set(), other)).toBe(2);
+  });
+
+  it("goes back to the ranking when the pin is down, tried, full or over the bound", () => {
+    expect(chooseEndpoint(endpoints([0, 0, 0, 0], { down: [other] }), key, new Set(), other)).toBe(home);
+    expect(chooseEndpoint(endpoints([0, 0, 0, 0]), key, new Set([other]), other)).toBe(home);
+    const full = endpoints([0, 0, 0, 0], { maxInFlight: 2 }).map((e, i) =>
+      i === other ? { ...e, inFlight: 2 } : e,
+    );
+    expect(chooseEndpoint(full, key, new Set(), other)).toBe(home);
+    const busy = endpoints([0, 0, 0, 0]).map((e, i) => (i === other ? { ...e, inFlight: 10 } : e));
+    expect(chooseEndpoint(busy, key, new Set(), other)).toBe(home);
+  });
+});

@@ -19,20 +19,24 @@ export interface RoutableEndpoint {
 
 /**
  * The affinity key of a request: the organization, then the client's `prompt_cache_key` when it sent one (OpenAI's
- * way of saying which requests share a prefix), else the leading system messages and the first other message, cut
- * at AFFINITY_PREFIX_CHARS. The organization is always hashed in, so two organizations sending the same
- * conversation or the same key get unrelated rankings (their caches never become each other's business).
+ * way of saying which requests share a prefix), else its `X-Session-Id`, else the leading system messages and the
+ * first other message, cut at AFFINITY_PREFIX_CHARS. The organization is always hashed in, so two organizations
+ * sending the same conversation or the same key get unrelated rankings (their caches never become each other's
+ * business).
  */
 export function affinityKey(
   orgId: string,
   messages: readonly ChatMessage[],
   promptCacheKey?: string,
+  sessionId?: string,
 ): string {
   const hash = createHash("sha256");
   // Length-prefixed, so no organization id can be made to collide with another's id plus a prompt.
   hash.update(`${orgId.length}:${orgId}\0`);
-  // Tagged apart from a conversation's text, which starts with a role: a key never collides with a prompt.
+  // Tagged apart from each other and from a conversation's text, which starts with a role: no kind of key
+  // collides with another.
   if (promptCacheKey !== undefined) return hash.update(`key\0${promptCacheKey}`).digest("hex");
+  if (sessionId !== undefined) return hash.update(`session\0${sessionId}`).digest("hex");
   let budget = AFFINITY_PREFIX_CHARS;
   for (const message of messages) {
     if (budget <= 0) break;
@@ -60,7 +64,8 @@ export function loadBound(endpoints: readonly RoutableEndpoint[]): number {
 
 /**
  * The index of the endpoint to serve a request, or undefined when no healthy endpoint has a free slot.
- * With a key: the highest-ranked healthy endpoint under the load bound and its maxInFlight. Otherwise, or when
+ * With a key: the endpoint it is pinned to (`pinned`: where its prefix was cached last, cache-affinity.ts), else
+ * the highest-ranked healthy endpoint, each only under the load bound and its maxInFlight. Otherwise, or when
  * every ranked one is over its bound: the healthy endpoint with the fewest requests in flight (ties: the first).
  * `exclude` holds endpoints this request already tried.
  */
@@ -68,6 +73,7 @@ export function chooseEndpoint(
   endpoints: readonly RoutableEndpoint[],
   key: string | undefined,
   exclude: ReadonlySet<number> = new Set(),
+  pinned?: number,
 ): number | undefined {
   const open: number[] = [];
   endpoints.forEach((e, i) => {
@@ -76,6 +82,9 @@ export function chooseEndpoint(
   if (open.length === 0) return undefined;
   if (key !== undefined) {
     const bound = loadBound(endpoints);
+    if (pinned !== undefined && open.includes(pinned) && (endpoints[pinned]?.inFlight ?? bound) < bound) {
+      return pinned;
+    }
     const ranked = open
       .map((i) => ({ i, score: score(key, (endpoints[i] as RoutableEndpoint).id) }))
       .sort((a, b) => b.score - a.score || a.i - b.i);

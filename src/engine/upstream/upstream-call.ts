@@ -51,6 +51,8 @@ export interface UpstreamCallContext {
   post: UpstreamPost;
   logger: Logger | undefined;
   onFirstToken: ((event: FirstTokenEvent) => void) | undefined;
+  /** A stream ended: the endpoint that served it and the usage it reported (undefined: it reported none). */
+  onStreamEnd?: ((endpoint: Endpoint, usage: UsageCounts | undefined) => void) | undefined;
 }
 
 /** A request's first token arrived from an endpoint (after any retries). */
@@ -65,7 +67,8 @@ export interface FirstTokenEvent {
 
 /** What a prepared request carries for the call. */
 export interface UpstreamCallRequest extends PreparedRequest {
-  readonly affinityKey: string;
+  /** Undefined when the model routes without affinity (`upstream.affinity: false`). */
+  readonly affinityKey: string | undefined;
 }
 
 /** A stream that has produced its first events: the rest is relayed by `relay`. */
@@ -245,6 +248,7 @@ async function relay(
   const end = (error?: unknown) => {
     if (signal.aborted) response.discard();
     ctx.slots.release(endpoint, prepared.request.cacheScope);
+    ctx.onStreamEnd?.(endpoint, decoder.usage);
     events.push({ type: "usage", usage: usage() });
     if (error === undefined) events.close();
     else events.fail(error);

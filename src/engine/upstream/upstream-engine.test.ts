@@ -217,6 +217,8 @@ function config(urls: string[], extra: Partial<UpstreamModelConfig["upstream"]> 
       probeIntervalMs: 60_000,
       firstTokenTimeoutMs: 300,
       maxAttempts: 3,
+      affinity: true,
+      affinityKeys: 1000,
       ...extra,
     },
   };
@@ -511,7 +513,19 @@ describe("UpstreamEngine", () => {
       {
         model: "fleet",
         ready: true,
-        endpoints: [{ url: good.url, healthy: true, inFlight: 0, requests: 0, retries: 0, ejections: 0 }],
+        endpoints: [
+          {
+            url: good.url,
+            healthy: true,
+            inFlight: 0,
+            requests: 0,
+            retries: 0,
+            ejections: 0,
+            promptTokens: 0,
+            cachedTokens: 0,
+          },
+        ],
+        repins: { cache_lost: 0, endpoint_down: 0, endpoint_busy: 0 },
       },
     ]);
     const prepared = await engine.prepare({

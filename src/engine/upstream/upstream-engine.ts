@@ -20,7 +20,10 @@ import type {
   ModelLoad,
   PreparedRequest,
   PromptCount,
+  RepinReason,
+  UsageCounts,
 } from "../types.js";
+import { CacheAffinity } from "./cache-affinity.js";
 import { type Endpoint, EndpointPool } from "./endpoint-pool.js";
 import { EndpointSlots } from "./endpoint-slots.js";
 import { UpstreamHttpClient } from "./http-client.js";
@@ -80,6 +83,16 @@ export interface UpstreamEngineOptions {
   logger?: Logger;
   /** Each request's time to its first token from the endpoint that served it (the metrics' histogram). */
   onFirstToken?: (event: FirstTokenEvent) => void;
+  /** A conversation was re-pinned (cache-affinity.ts): for a debug line. */
+  onRepin?: (event: RepinEvent) => void;
+}
+
+/** A conversation moved its pin, or its endpoint lost its cache (the pin stays). */
+export interface RepinEvent {
+  model: string;
+  /** The endpoint (index in the config) that served the request. */
+  endpoint: number;
+  reason: RepinReason;
 }
 
 /** A request prepared by this engine: its prompt counted, its affinity key computed once. */
@@ -88,7 +101,8 @@ export class UpstreamPreparedRequest implements UpstreamCallRequest {
     readonly request: GenerationRequest,
     readonly promptTokens: number,
     readonly maxTokensPerChoice: number,
-    readonly affinityKey: string,
+    /** Undefined when the model routes without affinity (`upstream.affinity: false`). */
+    readonly affinityKey: string | undefined,
     /** Whether `promptTokens` came from an endpoint's tokenizer (else it is the estimate). */
     readonly exactPrompt: boolean,
   ) {}
@@ -98,6 +112,7 @@ interface UpstreamModel {
   config: UpstreamModelConfig;
   pool: EndpointPool;
   slots: EndpointSlots;
+  affinity: CacheAffinity;
 }
 
 export class UpstreamEngine implements Engine {
@@ -114,6 +129,7 @@ export class UpstreamEngine implements Engine {
     for (const config of options.models) {
       const { upstream } = config;
       let slots: EndpointSlots | undefined;
+      const affinity = new CacheAffinity(upstream.endpoints.length, upstream.affinityKeys);
       const pool = new EndpointPool({
         config,
         ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
@@ -124,8 +140,9 @@ export class UpstreamEngine implements Engine {
         pool,
         maxQueue: upstream.maxQueue,
         queueTimeoutMs: upstream.queueTimeoutMs,
+        pinOf: (key) => affinity.pinOf(key),
       });
-      this.models.set(config.id, { config, pool, slots });
+      this.models.set(config.id, { config, pool, slots, affinity });
     }
   }
 
@@ -149,13 +166,17 @@ export class UpstreamEngine implements Engine {
 
   health(): ModelHealth[] {
     return [...this.models.values()].map((m) => {
-      const endpoints = m.pool.endpoints.map((e) => e.health());
+      const endpoints = m.pool.endpoints.map((e) => ({
+        ...e.health(),
+        ...m.affinity.endpointStats(e.index),
+      }));
       const ready = endpoints.some((e) => e.healthy);
       return {
         model: m.config.id,
         ready,
         ...(ready ? {} : { detail: `no healthy endpoint (${downReasons(endpoints)})` }),
         endpoints,
+        repins: m.affinity.repins(),
       };
     });
   }
@@ -173,7 +194,7 @@ export class UpstreamEngine implements Engine {
     if (output?.tools !== undefined && output.tools.length > 0 && output.toolChoice !== "none") {
       if (model.pool.cannotCallTools()) throw new ToolsUnsupportedError(request.model);
     }
-    const key = affinityKey(request.cacheScope, request.messages, request.promptCacheKey);
+    const key = this.affinityKeyOf(model, request);
     // Without a TPM pre-charge the count only bounds the budget: an estimate does, without a round trip.
     const counted =
       request.exactPromptCount === false ? estimateOf(request) : await this.countPrompt(model, request, key);
@@ -206,11 +227,13 @@ export class UpstreamEngine implements Engine {
 
   async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
     const model = this.model(request.model);
-    return this.countPrompt(
-      model,
-      request,
-      affinityKey(request.cacheScope, request.messages, request.promptCacheKey),
-    );
+    return this.countPrompt(model, request, this.affinityKeyOf(model, request));
+  }
+
+  /** The request's affinity key (routing.ts), or undefined when the model routes without affinity. */
+  private affinityKeyOf(model: UpstreamModel, request: GenerationRequest): string | undefined {
+    if (!model.config.upstream.affinity) return undefined;
+    return affinityKey(request.cacheScope, request.messages, request.promptCacheKey, request.sessionId);
   }
 
   async enqueue(prepared: PreparedRequest): Promise<Generation> {
@@ -250,9 +273,32 @@ export class UpstreamEngine implements Engine {
         post: this.http.post,
         logger: this.options.logger,
         onFirstToken: this.options.onFirstToken,
+        onStreamEnd: (endpoint, usage) => this.served(model, prepared, endpoint, usage),
       },
       prepared,
     );
+  }
+
+  /** What a stream's reported usage teaches the model's learner (a stream that reported none teaches nothing). */
+  private served(
+    model: UpstreamModel,
+    prepared: UpstreamPreparedRequest,
+    endpoint: Endpoint,
+    usage: UsageCounts | undefined,
+  ): void {
+    if (usage === undefined) return;
+    const reason = model.affinity.served(
+      {
+        key: prepared.affinityKey,
+        endpoint: endpoint.index,
+        promptTokens: usage.promptTokens,
+        cachedTokens: usage.cachedTokens,
+      },
+      (i) => model.pool.endpoints[i]?.healthy === true,
+    );
+    if (reason !== undefined) {
+      this.options.onRepin?.({ model: model.config.id, endpoint: endpoint.index, reason });
+    }
   }
 
   modelLoad(): ModelLoad[] {
@@ -293,11 +339,11 @@ export class UpstreamEngine implements Engine {
   private async countPrompt(
     model: UpstreamModel,
     request: GenerationRequest,
-    key: string,
+    key: string | undefined,
   ): Promise<PromptCount> {
     const estimate = estimateOf(request);
     const { pool } = model;
-    const i = chooseEndpoint(pool.endpoints, key);
+    const i = chooseEndpoint(pool.endpoints, key, undefined, model.affinity.pinOf(key));
     const endpoint: Endpoint | undefined = i === undefined ? pool.healthy()[0] : pool.endpoints[i];
     if (endpoint === undefined) return estimate;
     const kind = pool.kindOf(endpoint);

@@ -370,14 +370,22 @@ describe("operator sign-in", () => {
 
 describe("operator fleet view", () => {
   it("shows each upstream endpoint serving or ejected with why, and says when a model cannot serve", async () => {
-    const endpoint = { inFlight: 0, requests: 0, retries: 0, ejections: 0 };
+    const endpoint = { inFlight: 0, requests: 0, retries: 0, ejections: 0, promptTokens: 0, cachedTokens: 0 };
     harness.engine.setHealth([
       { model: "tiny", ready: true },
       {
         model: "fleet-a",
         ready: true,
+        repins: { cache_lost: 4, endpoint_down: 1, endpoint_busy: 2 },
         endpoints: [
-          { ...endpoint, url: "http://gpu-1:8000/v1", healthy: true, inFlight: 3 },
+          {
+            ...endpoint,
+            url: "http://gpu-1:8000/v1",
+            healthy: true,
+            inFlight: 3,
+            promptTokens: 800,
+            cachedTokens: 600,
+          },
           { ...endpoint, url: "http://gpu-2:8000/v1", healthy: false, lastError: "connection refused" },
         ],
       },
@@ -391,11 +399,17 @@ describe("operator fleet view", () => {
     try {
       const page = await pageText(await (await operator()).get("/dashboard/operator"));
       expect(page).toContain('<h2 id="fleet">Fleet</h2>');
-      expect(page).toMatch(/fleet-a<\/td><td>http:\/\/gpu-1:8000\/v1<\/td><td>Serving<\/td><td>3</);
       expect(page).toMatch(
-        /fleet-a<\/td><td>http:\/\/gpu-2:8000\/v1<\/td><td>Ejected: connection refused<\/td>/,
+        /fleet-a<\/td><td>http:\/\/gpu-1:8000\/v1<\/td><td>Serving<\/td><td>3<\/td><td title="600 of 800[^"]*">75%/,
+      );
+      expect(page).toMatch(
+        /fleet-a<\/td><td>http:\/\/gpu-2:8000\/v1<\/td><td>Ejected: connection refused<\/td><td>0<\/td><td[^>]*>—/,
       );
       expect(page).toContain("fleet-b cannot serve now: no healthy endpoint (status 503).");
+      expect(page).toContain(
+        "fleet-a: 75% of prompt tokens from the endpoints' caches; conversations moved 3 times (endpoint down 1, busy 2); caches lost 4 times.",
+      );
+      expect(page).toContain("fleet-b: — of prompt tokens");
       harness.engine.setHealth(undefined);
       // Without upstream models there is no fleet section.
       expect(await pageText(await (await operator()).get("/dashboard/operator"))).not.toContain("Fleet</h2>");

@@ -15,6 +15,7 @@ import { streamCompletion } from "../openai/chat-completion-stream.js";
 import { parseChatRequest } from "../openai/chat-request.js";
 import { type CompletionMeta, completionId } from "../openai/wire.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
+import { sessionIdOf } from "../session-id.js";
 import { parseJsonBody } from "../validation.js";
 
 export interface ChatCompletionsDeps {
@@ -48,7 +49,8 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
     const text = await readBodyText(c, deps.limits.maxBodyBytes);
     const request = parseChatRequest(parseJsonBody(text), deps.limits);
     c.set("model", request.model);
-    return request;
+    const sessionId = sessionIdOf(c);
+    return sessionId === undefined ? request : { ...request, sessionId };
   };
   const {
     generation,

@@ -40,6 +40,7 @@ import {
 } from "../openai/responses/request.js";
 import { streamResponse } from "../openai/responses/stream.js";
 import { rateLimitHeaders } from "../rate-limit-headers.js";
+import { sessionIdOf } from "../session-id.js";
 import { parseJsonBody } from "../validation.js";
 import type { ChatCompletionsDeps } from "./v1-chat-completions.js";
 
@@ -74,7 +75,9 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
     const previous = body.body.previous_response_id;
     const history = previous === undefined ? [] : await conversation(deps, principal.orgId, previous);
     const items = await resolveReferences(deps, principal.orgId, body.items);
-    return parseResponsesRequest({ body: body.body, items }, history, options);
+    const request = parseResponsesRequest({ body: body.body, items }, history, options);
+    const sessionId = sessionIdOf(c);
+    return sessionId === undefined ? request : { ...request, sessionId };
   };
   let started: Awaited<ReturnType<CompletionsService["start"]>> & { request: ParsedResponsesRequest };
   try {

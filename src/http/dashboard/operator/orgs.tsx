@@ -2,7 +2,7 @@
 // models, set RPM/TPM. Every change goes through `tenancy.orgs` as the actor "admin", so the audit log has it.
 import type { Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { ModelHealth } from "../../../engine/types.js";
+import type { EndpointHealth, ModelHealth } from "../../../engine/types.js";
 import { ADMIN_ACTOR } from "../../../tenancy/audit.js";
 import type { Org } from "../../../tenancy/types.js";
 import { domainApiError } from "../../errors/domain-errors.js";
@@ -169,7 +169,32 @@ async function orgsPage(
   );
 }
 
-/** Models and, for upstream ones, each endpoint: serving or ejected, and what ejected it. Hidden without upstreams. */
+/** The share of prompt tokens taken from a prefix cache; a dash before any was reported. */
+function hitRate({
+  promptTokens,
+  cachedTokens,
+}: Pick<EndpointHealth, "promptTokens" | "cachedTokens">): string {
+  return promptTokens === 0 ? "—" : `${Math.round((100 * cachedTokens) / promptTokens)}%`;
+}
+
+/** A model's hit rate over its endpoints, and its re-pins (docs/fleet.md, "Cache-aware routing"). */
+function modelCacheLine(model: ModelHealth): string {
+  const endpoints = model.endpoints ?? [];
+  const promptTokens = endpoints.reduce((sum, e) => sum + e.promptTokens, 0);
+  const cachedTokens = endpoints.reduce((sum, e) => sum + e.cachedTokens, 0);
+  const repins = model.repins;
+  const moved = repins === undefined ? 0 : repins.endpoint_down + repins.endpoint_busy;
+  return (
+    `${model.model}: ${hitRate({ promptTokens, cachedTokens })} of prompt tokens from the endpoints' caches; ` +
+    `conversations moved ${moved} times (endpoint down ${repins?.endpoint_down ?? 0}, busy ` +
+    `${repins?.endpoint_busy ?? 0}); caches lost ${repins?.cache_lost ?? 0} times.`
+  );
+}
+
+/**
+ * Models and, for upstream ones, each endpoint: serving or ejected, what ejected it, and its prefix-cache hit rate
+ * (cached ÷ prompt tokens since start). Hidden without upstreams.
+ */
 const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
   const upstream = health.filter((h) => h.endpoints !== undefined);
   if (upstream.length === 0) return null;
@@ -183,6 +208,7 @@ const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
             <th scope="col">Endpoint</th>
             <th scope="col">State</th>
             <th scope="col">In flight</th>
+            <th scope="col">Cache hits</th>
           </tr>
         </thead>
         <tbody>
@@ -195,11 +221,19 @@ const FleetHealth = ({ health }: { health: readonly ModelHealth[] }) => {
                   {e.healthy ? "Serving" : `Ejected${e.lastError === undefined ? "" : `: ${e.lastError}`}`}
                 </td>
                 <td>{e.inFlight}</td>
+                <td title={`${e.cachedTokens} of ${e.promptTokens} prompt tokens from the endpoint's cache`}>
+                  {hitRate(e)}
+                </td>
               </tr>
             )),
           )}
         </tbody>
       </table>
+      {upstream.map((m) => (
+        <p class="hint" data-cache={m.model}>
+          {modelCacheLine(m)}
+        </p>
+      ))}
       {upstream
         .filter((m) => !m.ready)
         .map((m) => (

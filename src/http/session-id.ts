@@ -1,0 +1,30 @@
+// The `X-Session-Id` request header: an explicit affinity key for upstream models (docs/fleet.md), read at the edge.
+import type { Context } from "hono";
+import type { AppEnv } from "./env.js";
+import { InvalidRequestError } from "./errors/api-error.js";
+import { nodeBindings } from "./node-request.js";
+
+export const SESSION_ID_HEADER = "x-session-id";
+
+/**
+ * Longest session id accepted. Routing only hashes it (never stores or logs it), so the bound is not for memory: a
+ * longer value is a client sending something else than an id (a prompt, a token), and is told so rather than cut,
+ * which would silently merge sessions that share their first characters.
+ */
+export const MAX_SESSION_ID_CHARS = 256;
+
+/** The request's session id: undefined when absent or empty; a 400 when longer than MAX_SESSION_ID_CHARS. */
+export function sessionIdOf(c: Context<AppEnv>): string | undefined {
+  // Node's own headers where there is a Node request: reading c.req would build a WHATWG Request (node-request.ts).
+  const incoming = nodeBindings(c)?.incoming;
+  const raw = incoming === undefined ? c.req.header(SESSION_ID_HEADER) : incoming.headers[SESSION_ID_HEADER];
+  const value = (Array.isArray(raw) ? raw.join(", ") : raw)?.trim();
+  if (value === undefined || value === "") return undefined;
+  if (value.length > MAX_SESSION_ID_CHARS) {
+    throw new InvalidRequestError(
+      `The X-Session-Id header is ${value.length} characters long; at most ${MAX_SESSION_ID_CHARS} are accepted.`,
+      "X-Session-Id",
+    );
+  }
+  return value;
+}
