@@ -33,7 +33,7 @@ for arg in "$@"; do
   case "$arg" in
     --check) check_only=true ;;
     -h | --help)
-      sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
       exit 0
       ;;
     *) fail "unknown argument: $arg (see --help)" ;;
