@@ -189,6 +189,28 @@ describe("UpstreamStreamDecoder: dialects", () => {
     ]);
   });
 
+  it("vLLM 0.32 (`reasoning`), thinking not asked: the reasoning is not relayed, but starts the stream and counts", () => {
+    // vLLM's reasoning parsers split reasoning out whatever enable_thinking says; the client did not ask for it.
+    const newer = VLLM_REASONING.replaceAll('"reasoning_content"', '"reasoning"');
+    const decoder = new UpstreamStreamDecoder({ n: 1, reasoning: false });
+    // Up to the first content chunk: the role chunk and the two reasoning chunks.
+    const reasoningOnly = newer.slice(0, newer.indexOf("data: ", newer.indexOf("for a capital.")));
+    expect(decoder.push(reasoningOnly)).toEqual([]);
+    expect(decoder.started).toBe(true);
+    expect(decoder.deltas).toBe(2);
+    expect([...decoder.push(newer.slice(reasoningOnly.length)), ...decoder.end()]).toEqual([
+      { type: "delta", choice: 0, text: "Paris" },
+      { type: "delta", choice: 0, text: "." },
+      { type: "finish", choice: 0, reason: "stop" },
+      { type: "usage", usage: { promptTokens: 14, completionTokens: 17, cachedTokens: 0 } },
+    ]);
+    // Asked for (the default), the same stream relays it as `reasoning`.
+    expect(decode(newer).slice(0, 2)).toEqual([
+      { type: "delta", choice: 0, text: "The user asks", target: { kind: "reasoning" } },
+      { type: "delta", choice: 0, text: " for a capital.", target: { kind: "reasoning" } },
+    ]);
+  });
+
   it("llama-server (older): a finish on the content chunk becomes the delta then a finish; cache_n from timings", () => {
     expect(decode(LLAMA_FINISH_ON_CONTENT)).toEqual([
       { type: "delta", choice: 0, text: "Hello" },

@@ -12,6 +12,12 @@ import { isRecord, UpstreamProtocolError, upstreamErrorFromFrame } from "./upstr
 export interface UpstreamStreamDecoderOptions {
   /** Choices the request asked for: a chunk with a larger index is a protocol error. */
   n: number;
+  /**
+   * The client asked for reasoning (thinking on). Default true. When false, an upstream's reasoning is not relayed
+   * (its tokens still count): vLLM with a reasoning parser splits reasoning out whatever `enable_thinking` says, and
+   * a client that did not ask gets no `reasoning` field, streamed or not (docs/compatibility.md).
+   */
+  reasoning?: boolean;
 }
 
 interface ChoiceState {
@@ -56,11 +62,13 @@ export class UpstreamStreamDecoder {
   /** llama-server's `timings.cache_n`: its prompt tokens taken from the cache. */
   #timingsCached: number | undefined;
   #usageEmitted = false;
+  readonly #relayReasoning: boolean;
 
   constructor(options: UpstreamStreamDecoderOptions) {
     if (!Number.isInteger(options.n) || options.n < 1) {
       throw new RangeError(`n must be a positive integer, got ${options.n}`);
     }
+    this.#relayReasoning = options.reasoning ?? true;
     this.#choices = Array.from({ length: options.n }, () => ({
       finished: false,
       calls: new Map<number, number>(),
@@ -200,17 +208,23 @@ export class UpstreamStreamDecoder {
     logprobs: TokenLogprob[],
     events: GenerationEvent[],
   ): void {
-    const emit = (text: string, target?: Extract<GenerationEvent, { type: "delta" }>["target"]) => {
+    const count = () => {
       if (state.finished) throw new UpstreamProtocolError(`choice ${choice} continued after its finish`);
       this.#started = true;
       this.#deltas++;
+    };
+    const emit = (text: string, target?: Extract<GenerationEvent, { type: "delta" }>["target"]) => {
+      count();
       events.push(
         target === undefined ? { type: "delta", choice, text } : { type: "delta", choice, text, target },
       );
     };
     // Some servers send both names with the same text: one of them is the reasoning.
     const reasoning = nonEmpty(delta.reasoning_content) ?? nonEmpty(delta.reasoning);
-    if (reasoning !== undefined) emit(reasoning, { kind: "reasoning" });
+    if (reasoning !== undefined) {
+      if (this.#relayReasoning) emit(reasoning, { kind: "reasoning" });
+      else count();
+    }
     const content = nonEmpty(delta.content);
     const calls = delta.tool_calls;
     const hasCalls = Array.isArray(calls) && calls.length > 0;

@@ -195,7 +195,10 @@ async function startStream(
     if (response.status < 200 || response.status > 299) {
       throw upstreamErrorFromResponse(response.status, await response.text());
     }
-    const decoder = new UpstreamStreamDecoder({ n: prepared.request.n });
+    const decoder = new UpstreamStreamDecoder({
+      n: prepared.request.n,
+      reasoning: prepared.request.enableThinking,
+    });
     const text = new TextDecoder("utf-8");
     const first: GenerationEvent[] = [];
     while (!decoder.started) {
