@@ -15,6 +15,7 @@ import { type Backend, postgresBackend } from "../test/support/store-backends.js
 import { processCpuMs } from "./cpu-noise.js";
 import { type AffinityBenchOptions, affinityComparison } from "./fleet-affinity.js";
 import { httpTarget } from "./http-target.js";
+import { type CoreSplit, coreSplit, pin } from "./pin.js";
 import { median, percentile } from "./stats.js";
 import { runLevel } from "./workload.js";
 
@@ -45,6 +46,8 @@ interface Fleet {
   gatewayOnPostgres: ServerProcess | undefined;
   /** A gateway like `gateway` with `upstream.affinity: false`: every request to the least busy worker. */
   gatewayWithoutAffinity: ServerProcess;
+  /** How the processes are pinned (undefined: not pinned, all share every core). */
+  split: CoreSplit | undefined;
   stop(): Promise<void>;
 }
 
@@ -116,12 +119,23 @@ async function startFleet(parallel: number, model: string): Promise<Fleet> {
           env: { ...env, HEARTH_DATABASE_URL: database.options.databaseUrl ?? "" },
           args: ["--config", config],
         });
+  // The gateways on a core of their own; the workers, the proxies and this process (the client) on the others.
+  const split = coreSplit();
+  if (split !== undefined) {
+    for (const worker of workers) pin(worker.child.pid, split.workers);
+    for (const proxy of proxies) pin(proxy.pid, split.workers);
+    pin(process.pid, split.workers);
+    for (const g of [gateway, gatewayWithoutAffinity, gatewayOnPostgres]) {
+      if (g !== undefined) pin(g.child.pid, split.gateway);
+    }
+  }
   return {
     workers,
     proxyUrls,
     gateway,
     gatewayOnPostgres,
     gatewayWithoutAffinity,
+    split,
     async stop() {
       for (const proxy of proxies) proxy.kill();
       await gateway.stop();
@@ -206,6 +220,7 @@ async function addedLatency(
   for (const [, gateway] of gateways) routedTo.push(await routedWorker(fleet, gateway));
   const rows: string[] = [];
   const added50: number[] = [];
+  const cpuBefore = gateways.map(([, gateway]) => processCpuMs(gateway.child.pid ?? 0));
   for (const stream of [true, false]) {
     const direct = fleet.workers.map((): number[] => []);
     const proxied = fleet.workers.map((): number[] => []);
@@ -242,6 +257,11 @@ async function addedLatency(
       if (g === 0) added50.push(added);
     }
   }
+  // Each gateway served only its own 2 × count requests meanwhile (and its probes).
+  const cpuPerRequest = gateways.map(
+    ([store, gateway], g) =>
+      `${store} ${((1000 * (processCpuMs(gateway.child.pid ?? 0) - (cpuBefore[g] ?? 0))) / (2 * count)).toFixed(0)} µs`,
+  );
   return [
     `Added latency: ${count} one-token requests each way and kind, alternating each worker directly, the ` +
       "pass-through proxy in front of each worker and each gateway, sequential; ms from send to the whole response (streamed: to [DONE]). " +
@@ -255,6 +275,8 @@ async function addedLatency(
     `Target (embedded store): added p50 < 2 ms — streamed ${(added50[0] ?? 0) < 2 ? "PASS" : "MISS"}, ` +
       `non-streamed ${(added50[1] ?? 0) < 2 ? "PASS" : "MISS"}. The pass-through proxy (bench/pass-through-proxy.ts: ` +
       "node:http in, undici out, nothing else) is the floor of any gateway process on this machine: the hop alone.",
+    "",
+    `Gateway CPU per one-token request over real workers (its whole process, its probes included): ${cpuPerRequest.join(", ")}.`,
   ];
 }
 
@@ -328,8 +350,11 @@ async function throughput(fleet: Fleet, model: string, parallel: number, seconds
     ...rows,
     "",
     `Gateway ÷ sum: ${ratios.map((r) => r.toFixed(3)).join(", ")} by round; median ${ratio.toFixed(3)} (target ≥ 0.95 — ` +
-      `${ratio >= 0.95 ? "PASS" : "MISS"}). On this machine the gateway and both workers share the same cores, so the ` +
-      "gateway's own CPU comes out of the workers' throughput: it used " +
+      `${ratio >= 0.95 ? "PASS" : "MISS"}). ` +
+      (fleet.split === undefined
+        ? "The gateway and both workers share the same cores, so the gateway's own CPU comes out of the workers' throughput: "
+        : `The gateways are pinned to core ${fleet.split.gateway}, the workers, proxies and client to ${fleet.split.workers} (taskset): `) +
+      "it used " +
       `${cpuPerToken.map((us) => us.toFixed(0)).join(", ")} µs of CPU per relayed token by round (its whole process, ` +
       "usage records and logs included).",
   ];

@@ -9,7 +9,8 @@
 //                           as a GPU engine's decode steps deliver them, so every token is a read and a write of its own
 //   BENCH_GATEWAY_TOKENS    tokens per stream (default 256)
 //   BENCH_GATEWAY_ROUNDS    interleaved rounds per level and target (default 2; the median is shown)
-//   BENCH_GATEWAY_RATES     fixed request rates of short non-streamed requests (default 50,100,200,400,800,1600)
+//   BENCH_GATEWAY_RATES     fixed request rates of short non-streamed requests (default 50,100,…,3200)
+//   BENCH_GATEWAY_BEFORE    another checkout's bin/hearth.js (built): its gateway runs beside, as "before"
 //   BENCH_GATEWAY_TARGETS   which to run (default hearth,hearth-pg,floor,litellm; hearth-pg needs PostgreSQL on
 //                           127.0.0.1:5432, litellm needs scripts/setup-litellm-proxy.sh)
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
@@ -98,7 +99,7 @@ async function startFloor(upstream: string): Promise<Target> {
 }
 
 /** A Hearth gateway on the embedded store (as `npm start` runs), or on PostgreSQL (as a fleet's replicas run). */
-async function startHearth(upstream: string, dir: string, postgres: boolean): Promise<Target> {
+async function startHearth(upstream: string, dir: string, postgres: boolean, bin?: string): Promise<Target> {
   const config = join(dir, "hearth.yaml");
   writeFileSync(
     config,
@@ -120,10 +121,11 @@ async function startHearth(upstream: string, dir: string, postgres: boolean): Pr
   const database: Backend | undefined = postgres ? await postgresBackend() : undefined;
   const server: ServerProcess = await startServerProcess({
     args: ["--config", config],
+    ...(bin === undefined ? {} : { bin }),
     ...(database === undefined ? {} : { env: { HEARTH_DATABASE_URL: database.options.databaseUrl ?? "" } }),
   });
   return {
-    name: postgres ? "Hearth gateway (PostgreSQL)" : "Hearth gateway",
+    name: `Hearth gateway${bin === undefined ? "" : " before"}${postgres ? " (PostgreSQL)" : ""}`,
     url: `${server.url}/v1`,
     apiKey: server.apiKey,
     model: SYNTHETIC_MODEL,
@@ -226,7 +228,8 @@ interface Sent {
   ok: boolean;
 }
 
-const TOKEN_MARK = /"content":" the"/g;
+/** A content delta of one of the synthetic tokens (each starts with a space; the role chunk's content is empty). */
+const TOKEN_MARK = /"content": ?" [a-z]/g;
 
 async function send(target: Target, stream: boolean, tokens: number, model = target.model): Promise<Sent> {
   const started = performance.now();
@@ -355,7 +358,7 @@ export async function benchGateway(options: GatewayBenchOptions = {}): Promise<s
   const paced = options.paced ?? [64, 256];
   const tokens = options.tokens ?? 256;
   const rounds = options.rounds ?? 2;
-  const rates = options.rates ?? [50, 100, 200, 400, 800, 1600];
+  const rates = options.rates ?? [50, 100, 200, 400, 800, 1600, 3200];
   const rateSeconds = options.rateSeconds ?? 5;
   const names = options.targets ?? ["hearth", "hearth-pg", "floor", "litellm"];
   const dir = mkdtempSync(join(tmpdir(), "hearth-gateway-bench-"));
@@ -373,6 +376,11 @@ export async function benchGateway(options: GatewayBenchOptions = {}): Promise<s
   try {
     if (names.includes("hearth")) targets.push(await startHearth(upstream.url, dir, false));
     if (names.includes("hearth-pg")) targets.push(await startHearth(upstream.url, dir, true));
+    const before = process.env.BENCH_GATEWAY_BEFORE;
+    if (before !== undefined && before !== "") {
+      targets.push(await startHearth(upstream.url, dir, true, before));
+      notes.push(`"before" is the gateway of ${before}, on PostgreSQL like the row above it.`);
+    }
     if (names.includes("floor")) targets.push(await startFloor(upstream.url));
     if (names.includes("litellm")) {
       const venv = litellmVenv();
@@ -397,7 +405,8 @@ export async function benchGateway(options: GatewayBenchOptions = {}): Promise<s
       ...paced.map((concurrency) => ({ concurrency, model: PACED_MODEL, label: `${concurrency} paced` })),
     ];
     for (const { concurrency, model, label } of levels) {
-      const requests = model === PACED_MODEL ? concurrency * 2 : Math.max(concurrency * 2, 64);
+      // Paced streams take 2.56 s each whatever the target: one apiece. As fast as read: enough to amortise start-up.
+      const requests = model === PACED_MODEL ? concurrency : Math.max(concurrency, 64);
       const results = new Map<Target, StreamRound[]>();
       for (let round = 0; round < rounds; round++) {
         for (const target of rotate(targets, round)) {

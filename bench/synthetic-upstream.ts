@@ -18,8 +18,28 @@ export const PACED_MODEL = "synthetic-paced";
 export const PACE_MS = 10;
 /** Tokens a request gets when it names no max_tokens. */
 const DEFAULT_TOKENS = 16;
-/** The token every chunk carries (one token of a typical English reply). */
-const TOKEN = " the";
+/**
+ * The tokens the chunks carry in turn (common English words, each a token with its leading space): not one token
+ * repeated, which LiteLLM's proxy takes for a model stuck in a loop and ends with an error after 100 chunks.
+ */
+export const TOKENS: readonly string[] = [
+  " the",
+  " of",
+  " and",
+  " to",
+  " in",
+  " a",
+  " is",
+  " that",
+  " for",
+  " it",
+  " as",
+  " was",
+  " with",
+  " be",
+  " by",
+  " on",
+];
 const PROMPT_TOKENS = 24;
 
 function chunk(id: string, created: number, choice: Record<string, unknown>, usage?: unknown): string {
@@ -54,15 +74,17 @@ async function stream(res: ServerResponse, tokens: number, paced: boolean): Prom
   const id = `chatcmpl-synthetic-${++served}`;
   const created = Math.floor(Date.now() / 1000);
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-  const frame = Buffer.from(
-    chunk(id, created, { index: 0, delta: { content: TOKEN }, logprobs: null, finish_reason: null }),
+  const frames = TOKENS.map((token) =>
+    Buffer.from(
+      chunk(id, created, { index: 0, delta: { content: token }, logprobs: null, finish_reason: null }),
+    ),
   );
   res.write(chunk(id, created, { index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }));
   for (let i = 0; i < tokens; i++) {
     if (res.destroyed) return;
     if (paced) await new Promise((resolve) => setTimeout(resolve, PACE_MS));
     // One write per token, as an engine sends each token when it is sampled; a full socket waits for the reader.
-    if (!res.write(frame)) await waitDrain(res);
+    if (!res.write(frames[i % frames.length] as Buffer)) await waitDrain(res);
   }
   res.write(chunk(id, created, { index: 0, delta: {}, logprobs: null, finish_reason: "length" }));
   res.write(chunk(id, created, {}, usageOf(tokens)));
@@ -78,7 +100,10 @@ function complete(res: ServerResponse, tokens: number): void {
     choices: [
       {
         index: 0,
-        message: { role: "assistant", content: TOKEN.repeat(tokens) },
+        message: {
+          role: "assistant",
+          content: Array.from({ length: tokens }, (_, i) => TOKENS[i % TOKENS.length]).join(""),
+        },
         logprobs: null,
         finish_reason: "length",
       },

@@ -5,6 +5,7 @@ import { BlockList, isIP } from "node:net";
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context } from "hono";
 import { parseProxyEntry } from "../config/schema.js";
+import { requestHeader } from "./node-request.js";
 
 /** What requests without a socket (in-memory `app.request()`) are counted as. */
 export const UNKNOWN_ADDRESS = "unknown";
@@ -72,6 +73,10 @@ export function createClientAddress(trustedProxies: readonly string[]): ClientAd
   return (c) => {
     // getConnInfo reads the Node server's bindings; in-memory requests (app.request() in tests) have none.
     const peer = c.env === undefined ? undefined : getConnInfo(c).remote.address;
-    return resolveClientAddress(peer, trustsNobody ? undefined : c.req.header("x-forwarded-for"), isTrusted);
+    return resolveClientAddress(
+      peer,
+      trustsNobody ? undefined : requestHeader(c, "x-forwarded-for"),
+      isTrusted,
+    );
   };
 }

@@ -16,14 +16,24 @@ export function nodeBindings(c: Context<AppEnv>): HttpBindings | undefined {
 }
 
 /**
+ * A request header (lower-case `name`), from Node's own headers where there is a Node request: `c.req.header`
+ * would first build a WHATWG Headers object of them all, on every request of the hot path. Repeated headers are
+ * joined as the Fetch standard joins them.
+ */
+export function requestHeader(c: Context<AppEnv>, name: string): string | undefined {
+  const incoming = nodeBindings(c)?.incoming;
+  if (incoming === undefined) return c.req.header(name);
+  const value = incoming.headers[name];
+  return Array.isArray(value) ? value.join(", ") : value;
+}
+
+/**
  * A body whose declared length exceeds `maxBytes` is refused (413) before anything else runs on it; a body
  * without a declared length is capped as `readBodyText` reads it.
  */
 export function declaredBodyLimit(maxBytes: number): MiddlewareHandler<AppEnv> {
   return async function declaredBodyLimit(c, next) {
-    const incoming = nodeBindings(c)?.incoming;
-    const declared =
-      incoming === undefined ? c.req.header("content-length") : incoming.headers["content-length"];
+    const declared = requestHeader(c, "content-length");
     if (declared !== undefined && Number.parseInt(declared, 10) > maxBytes)
       throw new PayloadTooLargeError(maxBytes);
     await next();

@@ -2,7 +2,7 @@
 import type { Context } from "hono";
 import type { AppEnv } from "./env.js";
 import { InvalidRequestError } from "./errors/api-error.js";
-import { nodeBindings } from "./node-request.js";
+import { requestHeader } from "./node-request.js";
 
 export const SESSION_ID_HEADER = "x-session-id";
 
@@ -15,10 +15,7 @@ export const MAX_SESSION_ID_CHARS = 256;
 
 /** The request's session id: undefined when absent or empty; a 400 when longer than MAX_SESSION_ID_CHARS. */
 export function sessionIdOf(c: Context<AppEnv>): string | undefined {
-  // Node's own headers where there is a Node request: reading c.req would build a WHATWG Request (node-request.ts).
-  const incoming = nodeBindings(c)?.incoming;
-  const raw = incoming === undefined ? c.req.header(SESSION_ID_HEADER) : incoming.headers[SESSION_ID_HEADER];
-  const value = (Array.isArray(raw) ? raw.join(", ") : raw)?.trim();
+  const value = requestHeader(c, SESSION_ID_HEADER)?.trim();
   if (value === undefined || value === "") return undefined;
   if (value.length > MAX_SESSION_ID_CHARS) {
     throw new InvalidRequestError(

@@ -101,15 +101,16 @@ export async function callUpstream(
     });
     tried.add(endpoint.index);
     if (attempt > 1) endpoint.retries++;
+    // The attempt's own signal, aborted by its time-out, an ejection, shutdown or the client leaving.
     const controller = new AbortController();
-    const signals = [controller.signal, ctx.engineSignal];
-    if (request.signal !== undefined) signals.push(request.signal);
-    const signal = AbortSignal.any(signals);
+    const unlink = abortWith(controller, ctx.engineSignal, request.signal);
+    const { signal } = controller;
     let started: StartedStream;
     const sentAt = performance.now();
     try {
       started = await startStream(ctx, prepared, endpoint, controller, signal);
     } catch (err) {
+      unlink();
       ctx.slots.release(endpoint, request.cacheScope);
       if (request.signal?.aborted) throw new RequestAbortedError(request.model);
       // Shutting down: the same 503 as a full queue (QueueFullError covers a draining engine).
@@ -139,17 +140,44 @@ export async function callUpstream(
       seconds: (performance.now() - sentAt) / 1000,
     });
     const events = new Channel<GenerationEvent>();
-    relay(ctx, prepared, endpoint, started, events, signal).catch((err: unknown) => {
-      // relay handles every upstream fault itself: what escapes it is a bug of ours.
-      ctx.logger?.error({ err, model: request.model, ...requestIdOf(request) }, "upstream relay failed");
-      events.fail(err);
-    });
+    relay(ctx, prepared, endpoint, started, events, signal)
+      .catch((err: unknown) => {
+        // relay handles every upstream fault itself: what escapes it is a bug of ours.
+        ctx.logger?.error({ err, model: request.model, ...requestIdOf(request) }, "upstream relay failed");
+        events.fail(err);
+      })
+      .finally(unlink);
     return { promptTokens: prepared.promptTokens, events };
   }
   throw new NoHealthyEndpointError(
     request.model,
     `${ctx.maxAttempts} attempt${ctx.maxAttempts === 1 ? "" : "s"} failed (last: ${lastFailure})`,
   );
+}
+
+/**
+ * Aborts `controller` when either source aborts (with its reason); returns the unlink, called when the attempt
+ * is over. What AbortSignal.any does, without its per-call weak references and finalization bookkeeping: the
+ * sources here outlive the attempt (the engine's signal lives as long as the engine), so the listeners are
+ * removed explicitly instead.
+ */
+function abortWith(controller: AbortController, ...sources: (AbortSignal | undefined)[]): () => void {
+  const linked: AbortSignal[] = [];
+  const onAbort = function (this: AbortSignal) {
+    controller.abort(this.reason);
+  };
+  for (const source of sources) {
+    if (source === undefined) continue;
+    if (source.aborted) {
+      controller.abort(source.reason);
+      continue;
+    }
+    source.addEventListener("abort", onAbort, { once: true });
+    linked.push(source);
+  }
+  return () => {
+    for (const source of linked) source.removeEventListener("abort", onAbort);
+  };
 }
 
 /** Whether a failure says the endpoint itself is unwell (eject it), rather than busy or the request's fault. */

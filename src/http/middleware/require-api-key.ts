@@ -4,6 +4,7 @@ import { maskPresentedKey } from "../../auth/api-key.js";
 import type { Tenancy } from "../../tenancy/tenancy.js";
 import type { AppEnv } from "../env.js";
 import { InvalidApiKeyError } from "../errors/api-error.js";
+import { requestHeader } from "../node-request.js";
 
 export const MISSING_API_KEY_MESSAGE =
   "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth " +
@@ -29,7 +30,7 @@ export function bearerCredential(header: string | undefined): string | undefined
 
 export function requireApiKey(tenancy: Pick<Tenancy, "keys">): MiddlewareHandler<AppEnv> {
   return async function requireApiKey(c, next) {
-    const presented = bearerCredential(c.req.header("authorization"));
+    const presented = bearerCredential(requestHeader(c, "authorization"));
     if (presented === undefined) throw new InvalidApiKeyError(MISSING_API_KEY_MESSAGE);
     // Unknown, revoked, expired and malformed keys get one answer: the response must not say which keys exist.
     const principal = await tenancy.keys.verify(presented);
