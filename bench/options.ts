@@ -13,6 +13,7 @@ export type Phase =
   | "overload"
   | "limits"
   | "fleet"
+  | "gateway"
   | "soak"
   | "fuzz";
 
@@ -53,6 +54,7 @@ const PHASES: readonly Phase[] = [
   "overload",
   "limits",
   "fleet",
+  "gateway",
   "soak",
   "fuzz",
 ];

@@ -13,6 +13,7 @@ import { type DecodeCostRow, measureDecodeCost } from "./decode-cost.js";
 import { engineTarget } from "./engine-target.js";
 import { benchFleet } from "./fleet.js";
 import { benchFuzz } from "./fuzz.js";
+import { benchGateway, gatewayOptionsFromEnv } from "./gateway.js";
 import { benchGrammarCost } from "./grammar-cost.js";
 import { httpTarget } from "./http-target.js";
 import { benchKeyVerify } from "./key-verify.js";
@@ -297,6 +298,10 @@ async function main(): Promise<void> {
   if (options.phases.includes("fleet")) {
     log("fleet: a gateway over two workers");
     extra += `\n## Fleet (a gateway over two workers)\n\n${await benchFleet({ seconds: options.seconds, model: modelId })}\n`;
+  }
+  if (options.phases.includes("gateway")) {
+    log("gateway: the relay's own cost against a synthetic upstream, beside a pass-through floor and LiteLLM");
+    extra += `\n## Gateway relay cost (synthetic upstream)\n\n${await benchGateway(gatewayOptionsFromEnv())}\n`;
   }
   if (options.phases.includes("soak")) {
     log(`soak: ${options.soakSeconds} s at twice the capacity`);
