@@ -42,6 +42,20 @@ const QUESTIONS = [
   "What are your hours?",
 ];
 
+/** Longest pause between a reply and the conversation's next turn (a user reading it). */
+const MAX_THINK_MS = 300;
+
+/**
+ * The pause before turn `t` of conversation `c`: the same on both sides (a fixed pseudo-random spread), so the
+ * conversations' turns do not arrive in lockstep; in lockstep, least-busy routing sends each conversation to the
+ * same worker every turn by the order alone, which measures the order, not the routing.
+ */
+function thinkMs(c: number, t: number): number {
+  let x = Math.imul(c + 1, 0x9e3779b1) ^ Math.imul(t + 1, 0x85ebca6b);
+  x = Math.imul(x ^ (x >>> 15), 0x2c1b3c6d);
+  return ((x ^ (x >>> 12)) >>> 0) % MAX_THINK_MS;
+}
+
 /** A streamed turn with usage; the reply's text grows the conversation. */
 async function turn(gateway: AffinityGateway, messages: Message[]): Promise<Turn> {
   const started = performance.now();
@@ -97,6 +111,7 @@ async function round(gateway: AffinityGateway, tag: string, options: AffinityBen
       const messages: Message[] = [{ role: "system", content: system }];
       const later: Turn[] = [];
       for (let t = 0; t < options.turns; t++) {
+        if (t > 0) await new Promise((resolve) => setTimeout(resolve, thinkMs(c, t)));
         messages.push({ role: "user", content: QUESTIONS[t % QUESTIONS.length] as string });
         const served = await turn(gateway, messages);
         messages.push({ role: "assistant", content: served.reply });
@@ -140,7 +155,8 @@ export async function affinityComparison(
   };
   return [
     `Cache-aware routing on and off: ${options.conversations} conversations at once, ${options.turns} turns each ` +
-      "(streamed, max_tokens 8, a new ~600-token system prompt per conversation and round), through a gateway with " +
+      `(streamed, max_tokens 8, a new ~600-token system prompt per conversation and round, 0–${MAX_THINK_MS} ms ` +
+      "between a reply and the next turn), through a gateway with " +
       "`upstream.affinity` on and one with it off over the same two workers, in interleaved rounds " +
       `(${options.pairs === 1 ? "on, off, off, on" : `${options.pairs} pairs of on, off, off, on / off, on, on, off`}). ` +
       "Follow-up turns (2+) only: a first turn cannot hit. Hit rate = cached ÷ prompt tokens as the workers reported " +

@@ -384,7 +384,8 @@ export async function benchFleet(options: FleetBenchOptions = {}): Promise<strin
       gatewayOf(fleet.gateway),
       gatewayOf(fleet.gatewayWithoutAffinity),
       {
-        conversations: options.affinity?.conversations ?? 2 * parallel,
+        // More conversations than the workers' sequences (2 × parallel): some wait, and routing decides where.
+        conversations: options.affinity?.conversations ?? 3 * parallel,
         turns: options.affinity?.turns ?? 4,
         pairs: options.affinity?.pairs ?? 2,
       },

@@ -300,7 +300,9 @@ async function main(): Promise<void> {
     extra += `\n## Fleet (a gateway over two workers)\n\n${await benchFleet({ seconds: options.seconds, model: modelId })}\n`;
   }
   if (options.phases.includes("gateway")) {
-    log("gateway: the relay's own cost against a synthetic upstream, beside a pass-through floor and LiteLLM");
+    log(
+      "gateway: the relay's own cost against a synthetic upstream, beside a pass-through floor and LiteLLM",
+    );
     extra += `\n## Gateway relay cost (synthetic upstream)\n\n${await benchGateway(gatewayOptionsFromEnv())}\n`;
   }
   if (options.phases.includes("soak")) {
