@@ -437,7 +437,10 @@ describe("a Hearth gateway in front of vLLM", () => {
       if (!(err instanceof Error && /abort/i.test(`${err.name} ${err.message}`))) throw err;
     });
     expect(runningAtAbort).toBe(1);
-    expect(received).toBe(5);
+    // The chunks that arrived with the fifth (the gateway writes the events of one tick in one write) are still
+    // yielded by the client; the abort stops the stream long before its 1,000 numbers.
+    expect(received).toBeGreaterThanOrEqual(5);
+    expect(received).toBeLessThan(100);
     expect(finished).toBe(false);
     const freedIn = await waitFor(
       "vLLM's running requests back to 0",
