@@ -384,8 +384,10 @@ export async function benchFleet(options: FleetBenchOptions = {}): Promise<strin
       gatewayOf(fleet.gateway),
       gatewayOf(fleet.gatewayWithoutAffinity),
       {
-        // More conversations than the workers' sequences (2 × parallel): some wait, and routing decides where.
-        conversations: options.affinity?.conversations ?? 3 * parallel,
+        // As many conversations as the workers' sequences (2 × parallel), their turns spaced: more, and every
+        // worker reuses its slots for others before a conversation's next turn (nothing hits, whoever routes: 2.4 %
+        // on and off at 3 × parallel on 2026-11-27); in lockstep, least-busy routing sends each back by order alone.
+        conversations: options.affinity?.conversations ?? 2 * parallel,
         turns: options.affinity?.turns ?? 4,
         pairs: options.affinity?.pairs ?? 2,
       },
