@@ -77,7 +77,10 @@ export function generationStreamResponse(
   };
   if (node === undefined) return new Response(sseStream(produce, sse), { status: 200, headers });
   node.outgoing.writeHead(200, headers);
-  void sseToNode(node.outgoing, produce, sse);
+  // The producers report their own failures in the stream; anything escaping them is a bug of ours.
+  sseToNode(node.outgoing, produce, sse).catch((err: unknown) =>
+    logger.error({ err, requestId }, "error during stream"),
+  );
   // The headers sent, for the middleware that reads them (the request log, the rate-limit headers' check).
   return new Response(null, { status: 200, headers: { ...headers, [RESPONSE_ALREADY_SENT_HEADER]: "true" } });
 }

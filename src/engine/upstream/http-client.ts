@@ -39,6 +39,11 @@ class BodyQueue implements AsyncIterator<Uint8Array> {
   private failed = false;
   controller: Dispatcher.DispatchController | undefined;
 
+  /** The body arrived whole or failed: nothing more comes. */
+  get settled(): boolean {
+    return this.ended || this.failed;
+  }
+
   push(chunk: Uint8Array): void {
     const waiter = this.waiter;
     if (waiter !== undefined) {
@@ -134,7 +139,8 @@ export class UpstreamHttpClient {
             json: async () => JSON.parse(await body.text()) as unknown,
             discard: () => {
               unlink();
-              if (!body.controller?.aborted) body.controller?.abort(new DiscardedError());
+              if (body.settled) return;
+              if (body.controller?.aborted === false) body.controller.abort(new DiscardedError());
               body.fail(new DiscardedError());
             },
           });
