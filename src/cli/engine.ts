@@ -1,5 +1,7 @@
 // `hearth engine build` and `hearth engine status`: the tuned llama.cpp build in the engine cache.
 import type { Command } from "commander";
+import { inspectModelFile } from "../catalogue/fetch.js";
+import type { HearthConfig } from "../config/schema.js";
 import { findEngineBuild, planEngineBuild } from "../engine/llama/engine-build.js";
 import {
   buildEngine,
@@ -14,7 +16,25 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-export function registerEngineCommands(program: Command): void {
+/**
+ * The GGUF the new build's self-check runs: the first configured model whose file is already on this machine (the
+ * check never fetches one), else undefined. A config that does not load checks with none rather than not building.
+ */
+async function selfCheckModel(loadConfig: () => HearthConfig): Promise<string | undefined> {
+  let config: HearthConfig;
+  try {
+    config = loadConfig();
+  } catch {
+    return undefined;
+  }
+  for (const model of config.models) {
+    const file = await inspectModelFile(model, config.modelsDir).catch(() => undefined);
+    if (file?.cached === true) return file.path;
+  }
+  return undefined;
+}
+
+export function registerEngineCommands(program: Command, loadConfig: () => HearthConfig): void {
   const engine = program.command("engine").description("the embedded engine's tuned llama.cpp build");
 
   engine
@@ -27,6 +47,7 @@ export function registerEngineCommands(program: Command): void {
         const record = await buildEngine({
           plan,
           force: options.force === true,
+          checkModel: await selfCheckModel(loadConfig),
           log: (line) => process.stdout.write(`${line}\n`),
         });
         process.stdout.write(`tuned engine build ${record.key}: ${plan.dir}/${record.folder}\n`);

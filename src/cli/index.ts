@@ -64,7 +64,7 @@ program
   );
 
 registerModelsCommands(program, configFromGlobalOptions);
-registerEngineCommands(program);
+registerEngineCommands(program, configFromGlobalOptions);
 registerAdminCommands(program, configFromGlobalOptions);
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -2,12 +2,20 @@
 // `hearth engine build`), /health and the engine say so, and each context keeps a persistent thread pool that a
 // decode neither creates nor joins (the prebuilt binaries create and join their workers on every decode:
 // test/model/engine-prebuilt.test.ts).
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
 import { loadLlama } from "../../src/engine/llama/backend.js";
-import { findEngineBuild, planEngineBuild } from "../../src/engine/llama/engine-build.js";
+import {
+  findEngineBuild,
+  linkEngineBuild,
+  nodeLlamaCppDir,
+  planEngineBuild,
+} from "../../src/engine/llama/engine-build.js";
+import { selfCheck } from "../../src/engine/llama/engine-builder.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import { generatedText } from "../support/generation-request.js";
 
@@ -52,6 +60,25 @@ describe("the tuned build", () => {
   });
 });
 
+describe("the build's self-check", () => {
+  it("passes on the real build and model: prompts in four sequences in one batch, then decodes together", async () => {
+    const plan = planEngineBuild();
+    const record = await findEngineBuild(plan);
+    if (record === undefined) throw new Error("no tuned build");
+    // Where the builder's check finds it in its work copy, the service finds it in the installed package.
+    await linkEngineBuild(record, plan);
+    const logFile = join(mkdtempSync(join(tmpdir(), "hearth-check-")), "check.log");
+    await selfCheck({
+      packageDir: nodeLlamaCppDir(),
+      plan,
+      modelPath: await ensureModelFile(model, config),
+      env: process.env,
+      logFile,
+    });
+    expect(readFileSync(logFile, "utf8")).toContain("self-check passed");
+  });
+});
+
 describe("an engine on the tuned build", () => {
   let engine: LlamaEngine;
   beforeAll(async () => {
@@ -69,5 +96,10 @@ describe("an engine on the tuned build", () => {
     expect(engine.health()[0]).toMatchObject({ ready: true, engineBuild: "tuned" });
     expect((await engine.accelerator())?.build).toEqual({ build: "tuned", key: planEngineBuild().key });
     expect(await generatedText(engine, model.id)).not.toBe("");
+  });
+
+  it("generates for both sequences at once (their prompts and tokens in shared batches)", async () => {
+    const texts = await Promise.all([generatedText(engine, model.id), generatedText(engine, model.id)]);
+    for (const text of texts) expect(text).not.toBe("");
   });
 });

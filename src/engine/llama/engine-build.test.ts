@@ -11,6 +11,7 @@ import {
   planEngineBuild,
   RECORD_FILE,
   TUNED_CMAKE_OPTIONS,
+  tunedCmakeOptions,
 } from "./engine-build.js";
 
 const parts: EngineBuildKeyParts = {
@@ -68,6 +69,23 @@ describe("the engine cache", () => {
   afterAll(() => rmSync(root, { recursive: true, force: true }));
   const env = { HEARTH_ENGINE_CACHE: root };
 
+  it("keeps AMX out of the build on a CPU that has it (its tile kernels trap in the bundled llama.cpp)", () => {
+    expect(tunedCmakeOptions(["fpu", "avx512f", "avx512_vnni"])).toEqual(TUNED_CMAKE_OPTIONS);
+    const amx = tunedCmakeOptions(["avx512f", "amx_tile", "amx_int8"]);
+    expect(amx).toMatchObject({ ...TUNED_CMAKE_OPTIONS });
+    for (const name of ["CMAKE_C_FLAGS_RELEASE", "CMAKE_CXX_FLAGS_RELEASE"])
+      expect(amx[name]?.split(" ")).toEqual([
+        "-O3",
+        "-DNDEBUG",
+        "-mno-amx-tile",
+        "-mno-amx-int8",
+        "-mno-amx-bf16",
+      ]);
+    const keyed = (flags: string[]) =>
+      engineBuildKey({ ...parts, cpuFlags: flags, cmakeOptions: tunedCmakeOptions(flags) });
+    expect(keyed(["avx512f", "amx_tile"])).not.toBe(keyed(["avx512f"]));
+  });
+
   it("is HEARTH_ENGINE_CACHE, else ~/.cache/hearth/engine", () => {
     expect(engineCacheRoot(env)).toBe(root);
     expect(engineCacheRoot({ HOME: "/home/x" })).toMatch(/\.cache\/hearth\/engine$/);
@@ -76,7 +94,7 @@ describe("the engine cache", () => {
   it("plans a build keyed for this install and CPU, its key among the CMake options (the build's folder name)", () => {
     const plan = planEngineBuild(env);
     expect(plan.dir).toBe(join(root, plan.key));
-    expect(plan.cmakeOptions).toEqual({ ...TUNED_CMAKE_OPTIONS, HEARTH_ENGINE_BUILD: plan.key });
+    expect(plan.cmakeOptions).toEqual({ ...tunedCmakeOptions(cpuFlags()), HEARTH_ENGINE_BUILD: plan.key });
     expect(planEngineBuild({ HEARTH_ENGINE_CACHE: join(root, "other") }).key).not.toBe(plan.key);
   });
 

@@ -23,6 +23,25 @@ export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.free
   GGML_OPENMP: "OFF",
 });
 
+/**
+ * Compiler flags that keep AMX out of a -march=native build on a CPU that has it. The llama.cpp node-llama-cpp
+ * 3.22.1 bundles loads its AMX tile configuration from a stack buffer the compiler may drop, and the next tile
+ * instruction then traps: measured here (Intel Xeon with amx_int8, GCC 12), the first batched decode on the tuned
+ * build killed the process with SIGILL (`tilezero` in `tinygemm_kernel_amx`), three runs out of three. llama.cpp's pull
+ * request 26954 fixes it upstream; until node-llama-cpp ships that, the tuned build uses AVX-512 (VNNI) kernels.
+ */
+const NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+
+/**
+ * The tuned build's CMake options on a CPU with these feature flags (/proc/cpuinfo's names). The flags go into the
+ * Release configuration's (with CMake's own Release defaults): cmake-js sets CMAKE_CXX_FLAGS itself, over ours.
+ */
+export function tunedCmakeOptions(flags: readonly string[]): Readonly<Record<string, string>> {
+  if (!flags.some((flag) => flag.startsWith("amx"))) return TUNED_CMAKE_OPTIONS;
+  const release = `-O3 -DNDEBUG ${NO_AMX_FLAGS}`;
+  return { ...TUNED_CMAKE_OPTIONS, CMAKE_C_FLAGS_RELEASE: release, CMAKE_CXX_FLAGS_RELEASE: release };
+}
+
 /** What one tuned build is keyed by: a change to any of them means another build. */
 export interface EngineBuildKeyParts {
   nodeLlamaCppVersion: string;
@@ -98,13 +117,15 @@ export function planEngineBuild(env: NodeJS.ProcessEnv = process.env): EngineBui
   ).version;
   const patch = readFileSync(ADDON_PATCH_PATH, "utf8");
   const cacheRoot = engineCacheRoot(env);
+  const flags = cpuFlags();
+  const cmakeOptions = tunedCmakeOptions(flags);
   const key = engineBuildKey({
     nodeLlamaCppVersion,
     patch,
-    cmakeOptions: TUNED_CMAKE_OPTIONS,
+    cmakeOptions,
     platform: process.platform,
     arch: process.arch,
-    cpuFlags: cpuFlags(),
+    cpuFlags: flags,
     cacheRoot,
   });
   return {
@@ -112,7 +133,7 @@ export function planEngineBuild(env: NodeJS.ProcessEnv = process.env): EngineBui
     dir: join(cacheRoot, key),
     nodeLlamaCppVersion,
     // The key is an option too, so each patch and CPU gets its own folder among node-llama-cpp's local builds.
-    cmakeOptions: { ...TUNED_CMAKE_OPTIONS, HEARTH_ENGINE_BUILD: key },
+    cmakeOptions: { ...cmakeOptions, HEARTH_ENGINE_BUILD: key },
   };
 }
 

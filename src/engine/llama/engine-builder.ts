@@ -4,7 +4,9 @@
 import { spawn } from "node:child_process";
 import { createWriteStream, existsSync } from "node:fs";
 import { cp, mkdir, readdir, readFile, rename, rm, symlink, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { usableCores } from "./cpu.js";
 import {
   ADDON_PATCH_PATH,
   type EngineBuildPlan,
@@ -27,6 +29,11 @@ export interface BuildEngineOptions {
   /** Build again even when the cache has this build. */
   force?: boolean;
   env?: NodeJS.ProcessEnv;
+  /**
+   * A GGUF the finished build must run before it is published (`selfCheck`); undefined: no model file is on this
+   * machine yet, and the build is published unchecked (its log says so).
+   */
+  checkModel?: string | undefined;
 }
 
 /** The build log of `plan`, beside the cache entry. */
@@ -116,7 +123,16 @@ async function removeAbandonedWork(plan: EngineBuildPlan): Promise<void> {
 function run(
   command: string,
   args: readonly string[],
-  options: { cwd: string; env: NodeJS.ProcessEnv; logFile: string; onLine?: (line: string) => void },
+  options: {
+    cwd: string;
+    env: NodeJS.ProcessEnv;
+    logFile: string;
+    onLine?: (line: string) => void;
+    /** How errors name the command; default the command line. */
+    name?: string;
+    /** Killed (SIGKILL) when it runs longer; default no limit. */
+    timeoutMs?: number;
+  },
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     const log = createWriteStream(options.logFile, { flags: "a" });
@@ -137,21 +153,91 @@ function run(
     };
     child.stdout.on("data", onData);
     child.stderr.on("data", onData);
+    let timedOut = false;
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            child.kill("SIGKILL");
+          }, options.timeoutMs);
     child.on("error", (err) => {
+      clearTimeout(timer);
       log.end();
       reject(new EngineBuildError(`${command} did not start: ${err.message}`));
     });
     child.on("close", (code, signal) => {
+      clearTimeout(timer);
       log.end();
-      if (code === 0) resolve();
-      else
-        reject(
-          new EngineBuildError(
-            `${command} ${args.join(" ")} failed (${signal ?? `exit ${code}`}):\n${tail.slice(-8).join("\n")}`,
-          ),
-        );
+      if (code === 0) return resolve();
+      const name = options.name ?? `${command} ${args.join(" ")}`;
+      const why = timedOut
+        ? `did not finish within ${options.timeoutMs} ms`
+        : `failed (${signal ?? `exit ${code}`})`;
+      reject(new EngineBuildError(`${name} ${why}:\n${tail.slice(-8).join("\n")}`));
     });
   });
+}
+
+/**
+ * The self-check, run in a child process so that a build that traps cannot take the builder with it: loads the
+ * build from the work copy, then evaluates prompts in four sequences in one batch and decodes them together, the
+ * shapes a served model runs (kernels a -march=native build picks for batches of many rows, such as AMX's, run
+ * only there). node-llama-cpp's getLlama from the copy finds the build among the copy's local builds by the plan's
+ * CMake options, as the service finds it in the cache.
+ */
+const SELF_CHECK = `
+const { getLlama, LlamaLogLevel } = await import(process.env.HEARTH_CHECK_PACKAGE);
+const llama = await getLlama({ gpu: false, build: "never", cmakeOptions: JSON.parse(process.env.HEARTH_CHECK_CMAKE),
+  logLevel: LlamaLogLevel.error, progressLogs: false });
+if (llama.buildType !== "localBuild") throw new Error("node-llama-cpp did not take the new build");
+const model = await llama.loadModel({ modelPath: process.env.HEARTH_CHECK_MODEL });
+const context = await model.createContext({ sequences: 4, contextSize: 4 * 512, batchSize: 512, flashAttention: true,
+  threads: Number(process.env.HEARTH_CHECK_THREADS) });
+const sequences = Array.from({ length: 4 }, () => context.getSequence());
+const prompt = model.tokenize("A lighthouse keeper finds a message in a bottle on the shore at dawn. ".repeat(6));
+await Promise.all(sequences.map((s, i) => s.evaluateWithoutGeneratingNewTokens(prompt.slice(i))));
+await Promise.all(sequences.map(async (s) => {
+  let n = 0;
+  for await (const token of s.evaluate([prompt[0]], { temperature: 0 })) if (++n >= 8) break;
+}));
+process.stdout.write("self-check passed\\n");
+process.exit(0);
+`;
+
+/** A self-check that has not finished by then has hung (it takes about 2 s): the build fails. */
+const SELF_CHECK_TIMEOUT_MS = 120_000;
+
+export async function selfCheck(options: {
+  packageDir: string;
+  plan: EngineBuildPlan;
+  modelPath: string;
+  env: NodeJS.ProcessEnv;
+  logFile: string;
+  timeoutMs?: number;
+}): Promise<void> {
+  try {
+    await run(process.execPath, ["--input-type=module", "-e", SELF_CHECK], {
+      cwd: options.packageDir,
+      env: {
+        ...options.env,
+        HEARTH_CHECK_PACKAGE: pathToFileURL(join(options.packageDir, "dist", "index.js")).href,
+        HEARTH_CHECK_CMAKE: JSON.stringify(options.plan.cmakeOptions),
+        HEARTH_CHECK_MODEL: options.modelPath,
+        // The service's own thread count: more threads than cores make a pool's workers wait on each other (an
+        // unset count here was node-llama-cpp's 4 on 2 cores, and one batch took 14 s).
+        HEARTH_CHECK_THREADS: String(usableCores()),
+      },
+      logFile: options.logFile,
+      name: "the self-check",
+      timeoutMs: options.timeoutMs ?? SELF_CHECK_TIMEOUT_MS,
+    });
+  } catch (err) {
+    throw new EngineBuildError(
+      `the new build failed its self-check on ${basename(options.modelPath)}, so it is not used: ` +
+        `${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
 }
 
 /** Refuses early, with the reason, what would fail (or download) half-way through the build. */
@@ -248,6 +334,11 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
     const folder = folders[0];
     if (folder === undefined || folders.length > 1)
       throw new EngineBuildError(`expected one finished build in ${localBuilds}, found ${folders.length}`);
+    if (options.checkModel === undefined) log("self-check skipped: no model file is on this machine yet");
+    else {
+      log(`self-check: ${basename(options.checkModel)} on the new build (batched prompts and decodes)`);
+      await selfCheck({ packageDir: copy, plan, modelPath: options.checkModel, env, logFile });
+    }
     const record: EngineBuildRecord = {
       key: plan.key,
       folder,
