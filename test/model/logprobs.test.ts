@@ -50,10 +50,18 @@ function useModel(config: ModelConfig) {
 
 const PROMPT = "Name three colours of the rainbow.";
 
+let requests = 0;
+
+/**
+ * Each request in a cache scope of its own, so the engine evaluates its whole prompt in one batch, as the reference
+ * does. A prompt reused from an earlier request would be evaluated from its last token alone, by the one-token
+ * kernels: on an Intel Xeon (AVX-512) that moved Gemma's logprobs by up to 0.085 from the reference's.
+ */
 function request(sampling: Partial<SamplingParams>, content = PROMPT): GenerationRequest {
   return generationRequest(model.id, {
     messages: [{ role: "user", content }],
     sampling: greedySampling({ maxTokens: 8, ...sampling }),
+    cacheScope: `logprobs-${++requests}`,
   });
 }
 

@@ -53,7 +53,7 @@ export const VLLM_FAST_START_ARGS: readonly string[] = Object.freeze([
   ...["--distributed-executor-backend", "uni"],
   ...["--max-num-seqs", "4"],
   ...["--max-model-len", "2048"],
-  ...["--dtype", "bfloat16"],
+  ...["--dtype", "float32"],
 ]);
 
 export interface StartVllmOptions {
