@@ -77,7 +77,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
       build === "prebuilt"
         ? [{ engine: { build: "prebuilt" }, label: "" }]
         : (options.polls ?? [undefined]).map((poll) => ({
-            engine: { build: "auto", ...(poll === undefined ? {} : { threadPoolPoll: poll }) },
+            engine: { build: "tuned", ...(poll === undefined ? {} : { threadPoolPoll: poll }) },
             label: poll === undefined ? "" : ` poll ${poll}`,
           })),
     );

@@ -14,7 +14,7 @@ export interface DefaultServerOptions {
   /** Prompt tokens per engine step while others generate (the model's `prefillChunk`); default the config's. */
   prefillChunk?: number;
   /** The `engine:` block: which llama.cpp build serves (default auto: the tuned build when cached). */
-  engine?: { build?: "auto" | "prebuilt"; threadPoolPoll?: number };
+  engine?: { build?: "auto" | "tuned" | "prebuilt"; threadPoolPoll?: number };
 }
 
 /** Starts the server (stopped with `stop()`, which also removes its config), ending it if this process is interrupted. */

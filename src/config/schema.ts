@@ -477,9 +477,12 @@ export type MemoryBudget = z.infer<typeof memoryBudgetSchema>;
 export const engineSettingsSchema = z
   .object({
     build: z
-      .enum(["auto", "prebuilt"])
+      .enum(["auto", "tuned", "prebuilt"])
       .default("auto")
-      .describe("auto: the tuned build when the engine cache has it, else the prebuilt binaries"),
+      .describe(
+        "auto: the tuned build when the engine cache has it and it is the faster one on this CPU (not with AMX), " +
+          "else the prebuilt binaries; tuned: the tuned build whenever the cache has it",
+      ),
     backgroundBuild: z
       .boolean()
       .default(true)

@@ -24,6 +24,8 @@ const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
 const model = { ...base, parallel: 2, contextSize: 1024 };
 const threads = () => readdirSync("/proc/self/task").length;
+/** The tuned build itself: `auto` takes it too, except on a CPU with AMX (backend.ts). */
+const TUNED = { build: "tuned", threadPoolPoll: undefined } as const;
 
 beforeAll(async () => {
   if ((await findEngineBuild(planEngineBuild())) === undefined)
@@ -34,7 +36,7 @@ beforeAll(async () => {
 
 describe("the tuned build", () => {
   it("keeps one pool per context: its workers start with the context and outlive every decode", async () => {
-    const { llama, build } = await loadLlama(false, 2);
+    const { llama, build } = await loadLlama(false, 2, TUNED);
     try {
       expect(build).toEqual({ build: "tuned", key: planEngineBuild().key });
       expect(llama.buildType).toBe("localBuild");
@@ -84,6 +86,7 @@ describe("an engine on the tuned build", () => {
   beforeAll(async () => {
     engine = new LlamaEngine({
       models: [model],
+      engine: TUNED,
       resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
     });
     await engine.start();

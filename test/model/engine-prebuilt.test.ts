@@ -86,7 +86,7 @@ describe("a tuned build node-llama-cpp does not take", () => {
       }),
     );
     link = join(nodeLlamaCppDir(), "llama", "localBuilds", folder);
-    const { llama, build } = await loadLlama(false, 2);
+    const { llama, build } = await loadLlama(false, 2, { build: "tuned", threadPoolPoll: undefined });
     try {
       expect(llama.buildType).toBe("prebuilt");
       expect(build).toEqual({

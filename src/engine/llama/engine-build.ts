@@ -32,12 +32,17 @@ export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.free
  */
 const NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 
+/** Whether a CPU with these feature flags (/proc/cpuinfo's names) has AMX. */
+export function hasAmx(flags: readonly string[]): boolean {
+  return flags.some((flag) => flag.startsWith("amx"));
+}
+
 /**
  * The tuned build's CMake options on a CPU with these feature flags (/proc/cpuinfo's names). The flags go into the
  * Release configuration's (with CMake's own Release defaults): cmake-js sets CMAKE_CXX_FLAGS itself, over ours.
  */
 export function tunedCmakeOptions(flags: readonly string[]): Readonly<Record<string, string>> {
-  if (!flags.some((flag) => flag.startsWith("amx"))) return TUNED_CMAKE_OPTIONS;
+  if (!hasAmx(flags)) return TUNED_CMAKE_OPTIONS;
   const release = `-O3 -DNDEBUG ${NO_AMX_FLAGS}`;
   return { ...TUNED_CMAKE_OPTIONS, CMAKE_C_FLAGS_RELEASE: release, CMAKE_CXX_FLAGS_RELEASE: release };
 }
