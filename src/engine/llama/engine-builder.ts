@@ -208,6 +208,7 @@ process.exit(0);
 /** A self-check that has not finished by then has hung (it takes about 2 s): the build fails. */
 const SELF_CHECK_TIMEOUT_MS = 120_000;
 
+/** Runs SELF_CHECK on `plan`'s build in `packageDir`; rejects with an EngineBuildError saying why it failed. */
 export async function selfCheck(options: {
   packageDir: string;
   plan: EngineBuildPlan;
