@@ -213,7 +213,13 @@ describe("SIGTERM while a finished answer is still on its way", () => {
       // Seen once under the full suite's load: a 503 right after /health said 200. Its body says which refusal.
       const refused: Buffer[] = [];
       for await (const part of response) refused.push(part as Buffer);
-      expect.fail(`answered ${response.statusCode}: ${Buffer.concat(refused).toString()}`);
+      const upstreamLines = server
+        .output()
+        .split("\n")
+        .filter((line) => line.includes("upstream"));
+      expect.fail(
+        `answered ${response.statusCode}: ${Buffer.concat(refused).toString()}\n${upstreamLines.join("\n")}`,
+      );
     }
     const parts: Buffer[] = [];
     const body = new Promise<string>((resolve, reject) => {
