@@ -200,17 +200,27 @@ describe("SIGTERM while a finished answer is still on its way", () => {
     }
 
     // The client takes the first bytes, then stops reading: the rest of the answer stays with the server.
-    const response = await new Promise<IncomingMessage>((resolve, reject) => {
-      const req = request(`${server.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
+    const send = () =>
+      new Promise<IncomingMessage>((resolve, reject) => {
+        const req = request(`${server.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${server.apiKey}`, "content-type": "application/json" },
+        });
+        req.on("response", resolve);
+        req.on("error", reject);
+        req.end(JSON.stringify({ model: "big", messages: [{ role: "user", content: "Hi" }], stream: true }));
       });
-      req.on("response", resolve);
-      req.on("error", reject);
-      req.end(JSON.stringify({ model: "big", messages: [{ role: "user", content: "Hi" }], stream: true }));
-    });
+    // Under the whole suite's load this first request was refused twice with a 503 engine_overloaded right after
+    // /health said 200 (most likely a probe of the stub, which answers from this busy process, missed its 1 s
+    // timeout and the endpoint was ejected for a second; not confirmed). A 503 is sent again, as OpenAI's SDKs
+    // send it again; the shutdown below is what this test is about.
+    let response = await send();
+    for (let attempt = 1; response.statusCode === 503 && attempt < 5; attempt++) {
+      for await (const _ of response);
+      await new Promise((r) => setTimeout(r, 1_000));
+      response = await send();
+    }
     if (response.statusCode !== 200) {
-      // Seen once under the full suite's load: a 503 right after /health said 200. Its body says which refusal.
       const refused: Buffer[] = [];
       for await (const part of response) refused.push(part as Buffer);
       const upstreamLines = server
