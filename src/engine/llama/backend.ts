@@ -48,7 +48,7 @@ const AMX_REASON =
   "this CPU has AMX, which the tuned build leaves out (the bundled llama.cpp's AMX kernels trap when compiled " +
   "here); the prebuilt binaries' AMX kernels are faster (engine.build: tuned takes the tuned build anyway)";
 
-/** Why `settings` pass over the tuned build on a CPU with these flags even when it is cached; undefined: they do not. */
+/** Why `settings` pass over the tuned build on a CPU with these flags, even when cached; undefined: they do not. */
 export function autoPassesOver(settings: EngineSettings, flags: readonly string[]): string | undefined {
   return settings.build === "auto" && hasAmx(flags) ? AMX_REASON : undefined;
 }
@@ -62,9 +62,9 @@ export interface LoadedLlama {
 /**
  * node-llama-cpp's Llama on the configured backend; nothing is compiled or downloaded here (`build: "never"`).
  * On the CPU, with `engine.build: auto`, the tuned build serves when the engine cache has it for this install and
- * CPU and the CPU has no AMX (`autoPassesOver`; `tuned` takes it there too); otherwise, or when it does not load, the prebuilt binaries do (`build.reason` says why). `auto` takes the
- * GPU when a prebuilt GPU binary works here, else the CPU; an explicit GPU that does not work is a start-up error,
- * never a silent fallback to the CPU.
+ * CPU and the CPU has no AMX (`autoPassesOver`; `tuned` takes it there too); otherwise, or when it does not load,
+ * the prebuilt binaries do (`build.reason` says why). `auto` takes the GPU when a prebuilt GPU binary works here,
+ * else the CPU; an explicit GPU that does not work is a start-up error, never a silent fallback to the CPU.
  */
 export async function loadLlama(
   gpu: GpuSetting,

@@ -27,8 +27,9 @@ export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.free
  * Compiler flags that keep AMX out of a -march=native build on a CPU that has it. The llama.cpp node-llama-cpp
  * 3.22.1 bundles loads its AMX tile configuration from a stack buffer the compiler may drop, and the next tile
  * instruction then traps: measured here (Intel Xeon with amx_int8, GCC 12), the first batched decode on the tuned
- * build killed the process with SIGILL (`tilezero` in `tinygemm_kernel_amx`), three runs out of three. llama.cpp's pull
- * request 26954 fixes it upstream; until node-llama-cpp ships that, the tuned build uses AVX-512 (VNNI) kernels.
+ * build killed the process with SIGILL (`tilezero` in `tinygemm_kernel_amx`), three runs out of three. llama.cpp's
+ * pull request 26954 fixes it upstream; until node-llama-cpp ships that, the tuned build uses AVX-512 (VNNI)
+ * kernels.
  */
 const NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
 
