@@ -13,6 +13,7 @@ status and output item types, and for streams the event types in order.
 
 import json
 from enum import Enum
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -162,13 +163,17 @@ def user(text: str) -> dict[str, Any]:
     return {"type": "message", "role": "user", "content": text}
 
 
-def two_turns(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    """The first request's response id carried into the second as previous_response_id."""
-    reply = http.post("/responses", json={**first, "stream": False})
+def two_turns(first: dict[str, Any], second: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """The first request's response id carried into the second as previous_response_id.
+
+    The first turn is greedy and bounded (its status is not checked, only its schema): a sampled first reply once
+    rambled to 2,010 tokens, and the second turn, which carries it, then exceeded the context (a rightful 400). The
+    second turn must complete, as `until_ended` gives it the chance to."""
+    reply = http.post("/responses", json={**GREEDY, "max_output_tokens": 128, **first, "stream": False})
     if reply.status_code != 200:
         return {"http_status": reply.status_code, "error": reply.json().get("error"), "turn": 1}
     response = reply.json()
-    result = create({**second(response), "previous_response_id": response["id"]})
+    result = until_ended(create, {**second(response), "previous_response_id": response["id"]})
     result["first"] = {"schema_errors": schema_errors(spec.ResponseResource, reply.text), **summary(response)}
     return result
 
