@@ -282,6 +282,42 @@ describe("llama engine on the real model", () => {
     expect(again.cachedTokens).toBe(again.promptTokens - 1);
   });
 
+  it("copies the prompt prefix of a request still generating, and answers as if it had evaluated it", async () => {
+    const system = "You are a careful librarian who answers in short, plain sentences. ".repeat(12);
+    const convo = (scope: string, question: string, maxTokens: number) =>
+      request("", {
+        cacheScope: scope,
+        // Never an early end: the first request runs its 200 tokens, long after the second has been admitted.
+        sampling: sampling({ maxTokens, ignoreEos: true }),
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: question },
+        ],
+      });
+    const long = "Tell me everything you know about the history of libraries, from the first ones on.";
+    const short = "Name one famous library.";
+    // The reference takes the same path through the cache: the system prompt evaluated with the other question
+    // (as part of a whole prompt), then copied, then this question evaluated after it.
+    await collect(await generate(engine, convo("org_busy_ref", long, 1)));
+    const reference = await collect(await generate(engine, convo("org_busy_ref", short, 12)));
+    expect(reference.usage.cachedTokens).toBeGreaterThan(100);
+
+    // The first request is still generating (its first token is out) when the second arrives: no free slot holds
+    // anything of this organization, so the second's cached tokens can only come from the busy one.
+    const first = await generate(engine, convo("org_busy", long, 200));
+    const events = first.events[Symbol.asyncIterator]();
+    expect((await events.next()).value?.type).toBe("delta");
+    const second = await collect(await generate(engine, convo("org_busy", short, 12)));
+    expect(second.usage.cachedTokens).toBe(reference.usage.cachedTokens);
+    expect(second.texts).toEqual(reference.texts);
+    // The first one was generating all along, and ends as it would have.
+    let firstReason: string | undefined;
+    for (let next = await events.next(); next.done !== true; next = await events.next()) {
+      if (next.value.type === "finish") firstReason = next.value.reason;
+    }
+    expect(firstReason).toBe("length");
+  });
+
   it("reuses a cached prefix only between requests with the same cache_salt", async () => {
     const system = "You are a careful librarian who answers briefly. ".repeat(20);
     const convo = (question: string, cacheSalt?: string) =>

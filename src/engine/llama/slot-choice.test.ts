@@ -1,7 +1,7 @@
 // Slot choice: the longest same-scope prefix wins; otherwise the cache worth least is overwritten (empty first,
 // then the least recently used), so organizations taking turns keep their prefixes.
 import { describe, expect, it } from "vitest";
-import { chooseSlots, KEEP_SUFFIX, type SlotView } from "./slot-choice.js";
+import { chooseSlots, KEEP_SUFFIX, MIN_COPY_GAIN, type SlotView } from "./slot-choice.js";
 
 const slot = (id: number, over: Partial<SlotView> = {}): SlotView => ({
   id,
@@ -63,14 +63,14 @@ describe("chooseSlots", () => {
       primary: 1,
       others: [],
       reusable: 40,
-      source: 0,
+      source: { slot: 0, leased: true },
     });
     // n = 2 takes the two cheapest other slots.
     expect(chooseSlots([held, slot(1), slot(2)], prompt, "a", 2)).toEqual({
       primary: 1,
       others: [2],
       reusable: 40,
-      source: 0,
+      source: { slot: 0, leased: true },
     });
     // No other free slot for the prompt: the held cache is overwritten past the prefix, as before.
     expect(chooseSlots([held, slot(1, { busy: true })], prompt, "a", 1)).toEqual({
@@ -95,6 +95,80 @@ describe("chooseSlots", () => {
     expect(chooseSlots([held, slot(1)], prompt, "a", 1)).toEqual({ primary: 0, others: [], reusable: 29 });
   });
 
+  it("copies the prefix of a busy slot that shares enough more than any free one", () => {
+    const system = Array.from({ length: 30 }, (_, i) => i);
+    const question = Array.from({ length: 20 }, (_, i) => 100 + i);
+    const prompt = [...system, ...question];
+    // Another request generating after the same prompt (its cache holds the prompt and what it generated so far).
+    const generating = slot(0, { busy: true, tokens: [...prompt, 7, 8, 9], scope: "a" });
+    const onSystem = slot(1, { tokens: [...system, 500, 501], scope: "a", lastUsed: 1 });
+    expect(chooseSlots([generating, onSystem, slot(2)], prompt, "a", 1)).toEqual({
+      primary: 2,
+      others: [],
+      reusable: prompt.length - 1,
+      source: { slot: 0, leased: false },
+    });
+    // n = 2: the next cheapest free slot too.
+    expect(chooseSlots([generating, onSystem, slot(2)], prompt, "a", 2)).toEqual({
+      primary: 2,
+      others: [1],
+      reusable: prompt.length - 1,
+      source: { slot: 0, leased: false },
+    });
+    // Never another organization's, and never a busy slot whose request is still preparing (it shows no tokens).
+    expect(chooseSlots([generating, slot(2)], prompt, "b", 1)).toEqual({
+      primary: 2,
+      others: [],
+      reusable: 0,
+    });
+    const preparing = slot(0, { busy: true, tokens: [], scope: "a" });
+    expect(chooseSlots([preparing, slot(2)], prompt, "a", 1)).toEqual({
+      primary: 2,
+      others: [],
+      reusable: 0,
+    });
+  });
+
+  it("copies from a busy slot only when that saves at least MIN_COPY_GAIN prompt tokens", () => {
+    const system = Array.from({ length: 30 }, (_, i) => i);
+    const prompt = [...system, ...Array.from({ length: 20 }, (_, i) => 100 + i)];
+    const short = MIN_COPY_GAIN - 1;
+    const generating = slot(0, { busy: true, tokens: [...prompt.slice(0, 30 + short), 999], scope: "a" });
+    const onSystem = slot(1, { tokens: [...system, 500], scope: "a", lastUsed: 1 });
+    // Seven tokens more than the free slot's prefix: not worth a copy of the whole sequence.
+    expect(chooseSlots([generating, onSystem], prompt, "a", 1)).toEqual({
+      primary: 1,
+      others: [],
+      reusable: 30,
+    });
+    const enough = slot(0, { busy: true, tokens: [...prompt.slice(0, 30 + MIN_COPY_GAIN), 999], scope: "a" });
+    expect(chooseSlots([enough, onSystem], prompt, "a", 1)?.source).toEqual({ slot: 0, leased: false });
+  });
+
+  it("overwrites a cache another slot holds too before the least recently used one", () => {
+    const prompt = (q: number) => [1, 2, 3, ...Array.from({ length: 12 }, () => q)];
+    const slots = [
+      // The least recently used: a prompt a client may ask for next.
+      slot(0, { tokens: prompt(10), scope: "a", lastUsed: 1 }),
+      // Twins: the same prompt and answer, once copied from a busy slot.
+      slot(1, { tokens: prompt(20), scope: "a", lastUsed: 3 }),
+      slot(2, { tokens: prompt(20), scope: "a", lastUsed: 2 }),
+      // A copy in another organization is no twin.
+      slot(3, { tokens: prompt(10), scope: "b", lastUsed: 4 }),
+    ];
+    expect(chooseSlots(slots, [9, 9], "c", 1)).toEqual({ primary: 2, others: [], reusable: 0 });
+    expect(chooseSlots(slots, [9, 9], "c", 2)).toEqual({ primary: 2, others: [1], reusable: 0 });
+    // A cache whose whole content a busy slot holds (it went on from a copy of it) goes first too.
+    const extended = slot(4, { busy: true, tokens: [...prompt(10), 77, 78], scope: "a" });
+    expect(
+      chooseSlots([slots[0] as SlotView, extended, slot(5, { tokens: [4], lastUsed: 0 })], [9], "c", 1),
+    ).toEqual({
+      primary: 0,
+      others: [],
+      reusable: 0,
+    });
+  });
+
   it("is undefined while fewer slots than asked for are free", () => {
     expect(chooseSlots([slot(0), slot(1, { busy: true })], [1], "a", 2)).toBeUndefined();
   });
@@ -113,7 +187,12 @@ describe("chooseSlots with a prompt_cache_key", () => {
     // Both share the system prompt: the key's slot wins the tie, and no other key's cache is overwritten for a copy.
     expect(chooseSlots(slots, prompt, "a", 1, "L")).toEqual({ primary: 1, others: [], reusable: 3 });
     // Without a key the least recently used slot is the copy source and the prompt goes on in the other.
-    expect(chooseSlots(slots, prompt, "a", 1)).toEqual({ primary: 1, others: [], reusable: 3, source: 0 });
+    expect(chooseSlots(slots, prompt, "a", 1)).toEqual({
+      primary: 1,
+      others: [],
+      reusable: 3,
+      source: { slot: 0, leased: true },
+    });
     // A longer prefix elsewhere still wins over the key.
     expect(chooseSlots(slots, [...chat(100).slice(0, 6), 7, 7], "a", 1, "L")?.primary).toBe(0);
   });

@@ -1,14 +1,19 @@
 // Which free sequences a request leases: the longest same-scope cached prefix first; else the slots whose caches
-// are worth least (empty, then least recently used), so other scopes' prefixes stay for their next requests. A slot
-// whose cache goes on past the shared prefix is kept: the prompt then starts in a cheaper slot from a copy of the
-// prefix, so the conversation it holds is still there when it comes back. A request with a prompt_cache_key (scoped
-// to its organization) takes the slot its key last used when no slot shares a longer prefix, and overwrites slots
-// other keys hold only when nothing else is free.
+// are worth least (empty, then a copy of what another slot holds, then least recently used), so other scopes'
+// prefixes stay for their next requests. A slot whose cache goes on past the shared prefix is kept: the prompt then
+// starts in a cheaper slot from a copy of the prefix, so the conversation it holds is still there when it comes
+// back. A prefix another request is generating after (a busy slot) is copied too when it saves enough prompt
+// tokens: concurrent requests on one long system prompt, or the same prompt again before the first one ends, are
+// not evaluated twice. A request with a prompt_cache_key (scoped to its organization) takes the slot its key last
+// used when no slot shares a longer prefix, and overwrites slots other keys hold only when nothing else is free.
 
 export interface SlotView {
   id: number;
   busy: boolean;
-  /** Tokens held in the sequence's KV cache. */
+  /**
+   * Tokens held in the sequence's KV cache: a free slot's, and a busy slot's once its request is past its prompt
+   * (its cache then only grows while it generates); none for a busy slot still preparing its prompt.
+   */
   tokens: readonly number[];
   /** Cache scope (organization) that put them there. */
   scope: string | undefined;
@@ -24,11 +29,17 @@ export interface SlotChoice {
   others: number[];
   /** Prompt tokens already in the primary slot (never the whole prompt: the last token is always evaluated). */
   reusable: number;
+  /** A slot holding the reusable prefix and more: the primary copies the prefix from it before its prompt. */
+  source?: CopySource;
+}
+
+export interface CopySource {
+  slot: number;
   /**
-   * A free slot holding the reusable prefix and more: the primary copies the prefix from it before its prompt.
-   * Leased too until that copy is done, so no other request overwrites it first.
+   * A free slot is leased too until the copy is done, so no other request overwrites it first. A busy one is
+   * another request's, generating: the prefix it shares stays put while it does.
    */
-  source?: number;
+  leased: boolean;
 }
 
 /**
@@ -38,6 +49,14 @@ export interface SlotChoice {
  * conversation on the same system prompt keeps its own.
  */
 export const KEEP_SUFFIX = 8;
+
+/**
+ * Prompt tokens a copy from a busy slot must save over the best free slot. llama.cpp keeps each sequence's KV
+ * cache in a stream of its own (node-llama-cpp's is not unified), and a copy between streams moves the whole
+ * stream at the next decode, in that decode's time: for SmolLM2 at 2,048 tokens a sequence that is 47 MB, a few
+ * milliseconds, where a prompt token costs 3-4 ms of a step on 2 cores (docs/models.md).
+ */
+export const MIN_COPY_GAIN = 8;
 
 export function commonPrefixLength(a: readonly number[], b: readonly number[]): number {
   const max = Math.min(a.length, b.length);
@@ -62,24 +81,28 @@ export function chooseSlots(
   count: number,
   key?: string,
 ): SlotChoice | undefined {
-  // Cheapest to overwrite first: empty caches, then (for a keyed request) caches no other key holds, then the least
-  // recently used (llama-server picks its slots alike). Taking the lowest free id instead made two scopes taking
-  // turns overwrite each other's prefix every time.
-  const free = slots
-    .filter((s) => !s.busy)
-    .sort(
-      (a, b) =>
-        Number(a.tokens.length > 0) - Number(b.tokens.length > 0) ||
-        Number(heldByOtherKey(a, key)) - Number(heldByOtherKey(b, key)) ||
-        a.lastUsed - b.lastUsed ||
-        a.id - b.id,
-    );
+  const free = slots.filter((s) => !s.busy);
   if (free.length < count) return undefined;
+  // Cheapest to overwrite first: empty caches, then caches another slot holds too, then (for a keyed request)
+  // caches no other key holds, then the least recently used (llama-server picks its slots alike). Taking the
+  // lowest free id instead made two scopes taking turns overwrite each other's prefix every time; without the
+  // copies going first, a prompt copied from a busy slot overwrote the least recently used prompt, which a
+  // closed loop of clients needed next (bench/anchor.ts at 4 streams).
+  const copies = copiedCaches(slots);
+  free.sort(
+    (a, b) =>
+      Number(a.tokens.length > 0) - Number(b.tokens.length > 0) ||
+      Number(!copies.has(a.id)) - Number(!copies.has(b.id)) ||
+      Number(heldByOtherKey(a, key)) - Number(heldByOtherKey(b, key)) ||
+      a.lastUsed - b.lastUsed ||
+      a.id - b.id,
+  );
+  const last = prompt.length - 1;
   let primary = free[0] as SlotView;
   let best = 0;
   for (const slot of free) {
     if (slot.scope !== scope) continue;
-    const shared = Math.min(commonPrefixLength(slot.tokens, prompt), prompt.length - 1);
+    const shared = Math.min(commonPrefixLength(slot.tokens, prompt), last);
     // On a tie the key's own slot wins: requests with one key share more than this prompt shows yet.
     const ownKey = key !== undefined && slot.key === key && primary.key !== key;
     if (shared > best || (shared === best && shared > 0 && ownKey)) {
@@ -87,17 +110,67 @@ export function chooseSlots(
       primary = slot;
     }
   }
+  // A busy slot sharing enough more: the cheapest free slots take the prompt, from a copy of its prefix.
+  const busy = longestBusyPrefix(slots, prompt, scope);
+  if (busy !== undefined && busy.shared - best >= MIN_COPY_GAIN) {
+    const [first, ...rest] = free.slice(0, count) as [SlotView, ...SlotView[]];
+    return {
+      primary: first.id,
+      others: rest.map((s) => s.id),
+      reusable: busy.shared,
+      source: { slot: busy.id, leased: false },
+    };
+  }
   // Keep a cache that goes another way than the prompt when other free slots can take the prompt (and its copies)
   // without overwriting another key's cache.
-  const diverges = best < prompt.length - 1;
+  const diverges = best < last;
   const spare = free.filter((s) => s.id !== primary.id && !heldByOtherKey(s, key));
   if (best > 0 && diverges && primary.tokens.length - best >= KEEP_SUFFIX && spare.length >= count) {
     const [first, ...rest] = spare.slice(0, count) as [SlotView, ...SlotView[]];
-    return { primary: first.id, others: rest.map((s) => s.id), reusable: best, source: primary.id };
+    return {
+      primary: first.id,
+      others: rest.map((s) => s.id),
+      reusable: best,
+      source: { slot: primary.id, leased: true },
+    };
   }
   const others = free
     .filter((s) => s.id !== primary.id)
     .slice(0, count - 1)
     .map((s) => s.id);
   return { primary: primary.id, others, reusable: best };
+}
+
+/** The busy slot of `scope` sharing the longest prefix with the prompt (never its last token), if any. */
+function longestBusyPrefix(
+  slots: readonly SlotView[],
+  prompt: readonly number[],
+  scope: string,
+): { id: number; shared: number } | undefined {
+  let found: { id: number; shared: number } | undefined;
+  for (const slot of slots) {
+    if (!slot.busy || slot.scope !== scope || slot.tokens.length === 0) continue;
+    const shared = Math.min(commonPrefixLength(slot.tokens, prompt), prompt.length - 1);
+    if (shared > (found?.shared ?? 0)) found = { id: slot.id, shared };
+  }
+  return found;
+}
+
+/**
+ * Free slots whose cache another slot of the same scope holds too, but for fewer than KEEP_SUFFIX tokens: the same
+ * prompt and answer twice (a prompt copied from a busy slot, then both ended alike). Of two such twins the least
+ * recently used goes first.
+ */
+function copiedCaches(slots: readonly SlotView[]): Set<number> {
+  const copies = new Set<number>();
+  for (const slot of slots) {
+    if (slot.busy || slot.tokens.length === 0) continue;
+    const covered = slots.some((other) => {
+      if (other.id === slot.id || other.scope !== slot.scope) return false;
+      const shared = commonPrefixLength(slot.tokens, other.tokens);
+      return shared > 0 && shared > slot.tokens.length - KEEP_SUFFIX;
+    });
+    if (covered) copies.add(slot.id);
+  }
+  return copies;
 }

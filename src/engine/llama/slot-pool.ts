@@ -19,6 +19,11 @@ export interface Slot<S extends CachedSequence> {
   holder: string | undefined;
   /** When it was last freed (the pool's clock; 0: never used): the least recently used cache goes first. */
   lastUsed: number;
+  /**
+   * While busy: its request is past its prompt, so its cache only grows and other requests may copy its prefix
+   * (`markStarted`). False from its lease until then: the sequence still holds what it is about to erase.
+   */
+  started: boolean;
 }
 
 export class SlotPool<S extends CachedSequence> {
@@ -35,6 +40,7 @@ export class SlotPool<S extends CachedSequence> {
       key: undefined,
       holder: undefined,
       lastUsed: 0,
+      started: false,
     }));
   }
 
@@ -54,7 +60,8 @@ export class SlotPool<S extends CachedSequence> {
 
   /**
    * A snapshot to choose leases from: several requests may be asked about in one admission pass, and reading a
-   * sequence's cached tokens copies them, so it is done once per pass (and only for free slots).
+   * sequence's cached tokens copies them, so it is done once per pass (and not for a busy slot whose request has
+   * not started generating: what it holds is about to change).
    */
   views(): SlotView[] {
     return this.slots.map((s) => ({
@@ -62,7 +69,7 @@ export class SlotPool<S extends CachedSequence> {
       busy: s.busy,
       scope: s.scope,
       key: s.key,
-      tokens: s.busy ? [] : s.sequence.contextTokens,
+      tokens: s.busy && !s.started ? [] : s.sequence.contextTokens,
       lastUsed: s.lastUsed,
     }));
   }
@@ -76,19 +83,31 @@ export class SlotPool<S extends CachedSequence> {
     return held;
   }
 
-  /** Marks a lease's slots busy (its copy source too), held by `holder`. */
+  /** Marks a lease's slots busy (a copy source it leases too, its cache unchanged), held by `holder`. */
   take(lease: SlotChoice, holder: string): void {
-    for (const id of [...leasedIds(lease), ...(lease.source === undefined ? [] : [lease.source])]) {
+    for (const id of leasedIds(lease)) {
       const slot = this.slot(id);
       slot.busy = true;
       slot.holder = holder;
+      slot.started = false;
+    }
+    if (lease.source?.leased === true) {
+      const source = this.slot(lease.source.slot);
+      source.busy = true;
+      source.holder = holder;
+      source.started = true;
     }
   }
 
-  /** The lease's copy source has been copied from (or never will be): free again, its cache untouched. */
+  /** A lease's request is past its prompt: its slots' caches only grow now, and other requests may copy them. */
+  markStarted(lease: SlotChoice): void {
+    for (const id of leasedIds(lease)) this.slot(id).started = true;
+  }
+
+  /** The lease's copy source has been copied from (or never will be): a leased one is free again, its cache untouched. */
   releaseSource(lease: SlotChoice): void {
     if (lease.source === undefined) return;
-    this.release(lease.source);
+    if (lease.source.leased) this.release(lease.source.slot);
     delete lease.source;
   }
 

@@ -7,7 +7,7 @@ import type { Choice, Job, TokenGenerator } from "./job.js";
 import { copySequenceState } from "./llama-internals.js";
 import type { OutputControl } from "./output-control.js";
 import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
-import type { SlotChoice } from "./slot-choice.js";
+import { commonPrefixLength, type SlotChoice } from "./slot-choice.js";
 import type { Slot, SlotPool } from "./slot-pool.js";
 import { logprobMetadata, TokenLogprobs, type Vocabulary } from "./token-logprobs.js";
 
@@ -192,11 +192,12 @@ export class StepLoop {
     const sequence = primary.sequence;
     let reusable = lease.reusable;
     if (lease.source !== undefined) {
-      const source = this.options.pool.slot(lease.source).sequence;
+      const source = this.options.pool.slot(lease.source.slot).sequence;
       const copied = await copySequenceState(sequence, source, reusable);
       this.options.pool.releaseSource(lease);
-      if (!copied) {
-        // The copy is a library internal: evaluate the whole prompt instead.
+      // The copy is a library internal, and its source may have changed since the lease was chosen (it never
+      // should): unless the copy holds exactly the prompt's prefix, evaluate the whole prompt instead.
+      if (!copied || commonPrefixLength(sequence.contextTokens, job.prompt) < reusable) {
         await sequence.clearHistory();
         reusable = 0;
       }
@@ -260,6 +261,7 @@ export class StepLoop {
       return { sequenceId: slot.id, generator, stream };
     });
     job.state = "decode";
+    this.options.pool.markStarted(lease);
   }
 
   /** Ends a job: closes its generators, frees its sequences (their KV stays as a reusable prefix), reports usage. */
