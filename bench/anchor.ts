@@ -32,6 +32,8 @@ export interface AnchorOptions {
   polls?: number[];
   /** Hearth's prefillChunk values, one Hearth side each (with every build and poll); default the config's. */
   prefillChunks?: number[];
+  /** libuv thread pool sizes (UV_THREADPOOL_SIZE), one Hearth side each (with every other choice); default Hearth's. */
+  uvThreads?: number[];
 }
 
 interface Side {
@@ -72,6 +74,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
       engine: NonNullable<DefaultServerOptions["engine"]>;
       label: string;
       prefillChunk?: number;
+      uvThreads?: number;
     };
     const builds = (options.builds ?? ["prebuilt", "tuned"]).flatMap((build): Wanted[] =>
       build === "prebuilt"
@@ -81,12 +84,18 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
             label: poll === undefined ? "" : ` poll ${poll}`,
           })),
     );
-    const wanted = builds.flatMap((w): Wanted[] =>
-      (options.prefillChunks ?? [undefined]).map((chunk) =>
-        chunk === undefined ? w : { ...w, label: `${w.label} prefill ${chunk}`, prefillChunk: chunk },
-      ),
-    );
-    for (const { engine, label, prefillChunk } of wanted) {
+    const wanted = builds
+      .flatMap((w): Wanted[] =>
+        (options.prefillChunks ?? [undefined]).map((chunk) =>
+          chunk === undefined ? w : { ...w, label: `${w.label} prefill ${chunk}`, prefillChunk: chunk },
+        ),
+      )
+      .flatMap((w): Wanted[] =>
+        (options.uvThreads ?? [undefined]).map((size) =>
+          size === undefined ? w : { ...w, label: `${w.label} libuv ${size}`, uvThreads: size },
+        ),
+      );
+    for (const { engine, label, prefillChunk, uvThreads } of wanted) {
       const server = await startDefaultServer({
         model,
         parallel,
@@ -94,6 +103,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         threads,
         engine,
         ...(prefillChunk === undefined ? {} : { prefillChunk }),
+        ...(uvThreads === undefined ? {} : { env: { UV_THREADPOOL_SIZE: String(uvThreads) } }),
       });
       const served = `${await servedBuild(server.url)}${label}`;
       if (hearths.some((h) => h.build === served)) {
@@ -225,6 +235,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const polls = process.env.BENCH_ANCHOR_POLLS?.split(",").map(Number);
   const builds = process.env.BENCH_ANCHOR_BUILDS?.split(",") as AnchorOptions["builds"];
   const prefillChunks = process.env.BENCH_ANCHOR_PREFILL?.split(",").map(Number);
+  const uvThreads = process.env.BENCH_ANCHOR_UV?.split(",").map(Number);
   benchAnchor({
     seconds: options.seconds,
     repeats: Math.max(2, options.repeats),
@@ -232,6 +243,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     ...(polls === undefined ? {} : { polls }),
     ...(builds === undefined ? {} : { builds }),
     ...(prefillChunks === undefined ? {} : { prefillChunks }),
+    ...(uvThreads === undefined ? {} : { uvThreads }),
   }).then(
     (section) => process.stdout.write(`${section}\n`),
     (err: unknown) => {

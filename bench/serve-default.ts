@@ -15,6 +15,8 @@ export interface DefaultServerOptions {
   prefillChunk?: number;
   /** The `engine:` block: which llama.cpp build serves (default auto: the tuned build when cached). */
   engine?: { build?: "auto" | "tuned" | "prebuilt"; threadPoolPoll?: number };
+  /** Environment of the server process, over this one's. */
+  env?: Record<string, string>;
 }
 
 /** Starts the server (stopped with `stop()`, which also removes its config), ending it if this process is interrupted. */
@@ -42,7 +44,10 @@ export async function startDefaultServer(options: DefaultServerOptions): Promise
       engine: { ...options.engine, backgroundBuild: false },
     }),
   );
-  const server = await startServerProcess({ args: ["--config", config] });
+  const server = await startServerProcess({
+    args: ["--config", config],
+    ...(options.env === undefined ? {} : { env: options.env }),
+  });
   const interrupted = () => {
     server.child.kill("SIGTERM");
     rmSync(server.dataDir, { recursive: true, force: true });

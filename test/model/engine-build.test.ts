@@ -35,7 +35,7 @@ beforeAll(async () => {
 });
 
 describe("the tuned build", () => {
-  it("keeps one pool per context: its workers start with the context and outlive every decode", async () => {
+  it("keeps one pool and one decode thread per context: they outlive every decode and go with the context", async () => {
     const { llama, build } = await loadLlama(false, 2, TUNED);
     try {
       expect(build).toEqual({ build: "tuned", key: planEngineBuild().key });
@@ -51,9 +51,10 @@ describe("the tuned build", () => {
         if (++tokens === 16) break;
       }
       expect(tokens).toBe(16);
-      expect(threads()).toBe(before + 1);
+      // The decode thread started with the first decode (it is the pool's first worker); no decode made another.
+      expect(threads()).toBe(before + 2);
       await context.dispose();
-      // The pool goes with its context.
+      // The pool and the decode thread go with their context.
       expect(threads()).toBe(before);
       await weights.dispose();
     } finally {
