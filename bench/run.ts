@@ -260,7 +260,7 @@ async function main(): Promise<void> {
     log("anchor: llama-server and Hearth, interleaved");
     const anchor = await benchAnchor({
       seconds: options.seconds,
-      repeats: Math.max(2, options.repeats),
+      repeats: Math.max(3, options.repeats),
       model: modelId,
     });
     extra += `\n## Anchor: llama.cpp's llama-server and Hearth on the same model\n\n${anchor}\n`;
