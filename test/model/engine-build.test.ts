@@ -35,7 +35,7 @@ beforeAll(async () => {
 });
 
 describe("the tuned build", () => {
-  it("keeps one pool and one decode thread per context: they outlive every decode and go with the context", async () => {
+  it("keeps a pool and a decode thread per context: they outlive every decode and go with the context", async () => {
     const { llama, build } = await loadLlama(false, 2, TUNED);
     try {
       expect(build).toEqual({ build: "tuned", key: planEngineBuild().key });

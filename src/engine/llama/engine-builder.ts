@@ -297,7 +297,8 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
       logFile,
     });
     log(
-      `compiling llama.cpp and the addon for this CPU (log: ${logFile}); this takes 3-6 minutes on 2 idle cores, longer on busy ones`,
+      `compiling llama.cpp and the addon for this CPU (log: ${logFile}); ` +
+        "this takes 3-6 minutes on 2 idle cores, longer on busy ones",
     );
     const env: NodeJS.ProcessEnv = { ...(options.env ?? process.env) };
     // The package's own bundle and nothing else: no release override, no download fallback.

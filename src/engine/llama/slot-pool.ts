@@ -104,7 +104,7 @@ export class SlotPool<S extends CachedSequence> {
     for (const id of leasedIds(lease)) this.slot(id).started = true;
   }
 
-  /** The lease's copy source has been copied from (or never will be): a leased one is free again, its cache untouched. */
+  /** The lease's copy source has been copied from (or never will be): a leased one is free again, cache untouched. */
   releaseSource(lease: SlotChoice): void {
     if (lease.source === undefined) return;
     if (lease.source.leased) this.release(lease.source.slot);
