@@ -98,11 +98,13 @@ export function chooseSlots(
       a.id - b.id,
   );
   const last = prompt.length - 1;
+  const sharedWith = (slot: SlotView) =>
+    slot.scope === scope ? Math.min(commonPrefixLength(slot.tokens, prompt), last) : 0;
+  // In the order above, so that of equal prefixes the cheapest slot's is taken.
   let primary = free[0] as SlotView;
   let best = 0;
   for (const slot of free) {
-    if (slot.scope !== scope) continue;
-    const shared = Math.min(commonPrefixLength(slot.tokens, prompt), last);
+    const shared = sharedWith(slot);
     // On a tie the key's own slot wins: requests with one key share more than this prompt shows yet.
     const ownKey = key !== undefined && slot.key === key && primary.key !== key;
     if (shared > best || (shared === best && shared > 0 && ownKey)) {
@@ -110,14 +112,23 @@ export function chooseSlots(
       primary = slot;
     }
   }
+  // The busy slot sharing the longest prefix (one still preparing its prompt shows no tokens, so shares none).
+  let busy: SlotView | undefined;
+  let busyShared = 0;
+  for (const slot of slots) {
+    const shared = slot.busy ? sharedWith(slot) : 0;
+    if (shared > busyShared) {
+      busyShared = shared;
+      busy = slot;
+    }
+  }
   // A busy slot sharing enough more: the cheapest free slots take the prompt, from a copy of its prefix.
-  const busy = longestBusyPrefix(slots, prompt, scope);
-  if (busy !== undefined && busy.shared - best >= MIN_COPY_GAIN) {
+  if (busy !== undefined && busyShared - best >= MIN_COPY_GAIN) {
     const [first, ...rest] = free.slice(0, count) as [SlotView, ...SlotView[]];
     return {
       primary: first.id,
       others: rest.map((s) => s.id),
-      reusable: busy.shared,
+      reusable: busyShared,
       source: { slot: busy.id, leased: false },
     };
   }
@@ -141,21 +152,6 @@ export function chooseSlots(
   return { primary: primary.id, others, reusable: best };
 }
 
-/** The busy slot of `scope` sharing the longest prefix with the prompt (never its last token), if any. */
-function longestBusyPrefix(
-  slots: readonly SlotView[],
-  prompt: readonly number[],
-  scope: string,
-): { id: number; shared: number } | undefined {
-  let found: { id: number; shared: number } | undefined;
-  for (const slot of slots) {
-    if (!slot.busy || slot.scope !== scope || slot.tokens.length === 0) continue;
-    const shared = Math.min(commonPrefixLength(slot.tokens, prompt), prompt.length - 1);
-    if (shared > (found?.shared ?? 0)) found = { id: slot.id, shared };
-  }
-  return found;
-}
-
 /**
  * Free slots whose cache another slot of the same scope holds too, but for fewer than KEEP_SUFFIX tokens: the same
  * prompt and answer twice (a prompt copied from a busy slot, then both ended alike). Of two such twins the least
@@ -165,10 +161,14 @@ function copiedCaches(slots: readonly SlotView[]): Set<number> {
   const copies = new Set<number>();
   for (const slot of slots) {
     if (slot.busy || slot.tokens.length === 0) continue;
+    // A twin shares every token before `probe`: comparing that one first turns away, without a walk along the
+    // shared system prompt, the slots that only begin alike.
+    const probe = slot.tokens.length - KEEP_SUFFIX;
     const covered = slots.some((other) => {
       if (other.id === slot.id || other.scope !== slot.scope) return false;
+      if (probe >= 0 && other.tokens[probe] !== slot.tokens[probe]) return false;
       const shared = commonPrefixLength(slot.tokens, other.tokens);
-      return shared > 0 && shared > slot.tokens.length - KEEP_SUFFIX;
+      return shared > 0 && shared > probe;
     });
     if (covered) copies.add(slot.id);
   }

@@ -20,8 +20,9 @@ export interface Slot<S extends CachedSequence> {
   /** When it was last freed (the pool's clock; 0: never used): the least recently used cache goes first. */
   lastUsed: number;
   /**
-   * While busy: its request is past its prompt, so its cache only grows and other requests may copy its prefix
-   * (`markStarted`). False from its lease until then: the sequence still holds what it is about to erase.
+   * While busy: other requests may copy its prefix. Its request is past its prompt, so its cache only grows
+   * (`markStarted`), or it is a copy source another lease holds, its cache unchanged. False from a lease until the
+   * request starts: the sequence still holds what it is about to erase.
    */
   started: boolean;
 }
