@@ -35,8 +35,34 @@ export interface AnchorOptions {
   polls?: number[];
   /** Hearth's prefillChunk values, one Hearth side each (with every build and poll); default the config's. */
   prefillChunks?: number[];
-  /** libuv thread pool sizes (UV_THREADPOOL_SIZE), one Hearth side each (with every other choice); default Hearth's. */
-  uvThreads?: number[];
+  /**
+   * Environments of Hearth's process, one Hearth side each (with every other choice); default none. An empty one is
+   * Hearth's own default. For example `{ UV_THREADPOOL_SIZE: "1" }` or `{ HEARTH_ADDON_SAMPLING: "pool" }`.
+   */
+  envs?: Record<string, string>[];
+}
+
+/**
+ * `BENCH_ANCHOR_ENV`: sides separated by ";", each a ","-separated list of NAME=value ("" for the default), e.g.
+ * `;HEARTH_ADDON_SAMPLING=pool`. `BENCH_ANCHOR_UV=4,1` is short for `UV_THREADPOOL_SIZE=4;UV_THREADPOOL_SIZE=1`.
+ */
+export function parseAnchorEnvs(env: NodeJS.ProcessEnv): Record<string, string>[] | undefined {
+  const uv = env.BENCH_ANCHOR_UV?.split(",").map((size) => ({ UV_THREADPOOL_SIZE: size.trim() }));
+  const sides = env.BENCH_ANCHOR_ENV?.split(";").map((side) =>
+    Object.fromEntries(
+      side
+        .split(",")
+        .map((pair) => pair.trim())
+        .filter((pair) => pair.length > 0)
+        .map((pair) => {
+          const eq = pair.indexOf("=");
+          if (eq <= 0) throw new Error(`BENCH_ANCHOR_ENV: "${pair}" is not NAME=value`);
+          return [pair.slice(0, eq), pair.slice(eq + 1)];
+        }),
+    ),
+  );
+  if (uv === undefined && sides === undefined) return undefined;
+  return [...(uv ?? []), ...(sides ?? [])];
 }
 
 interface Side {
@@ -52,6 +78,13 @@ interface Measured {
 }
 
 const f1 = (n: number) => n.toFixed(1);
+
+/** A side's label for its environment: " libuv 4", " HEARTH_ADDON_SAMPLING=pool", "" for the default. */
+function envLabel(env: Record<string, string>): string {
+  return Object.entries(env)
+    .map(([name, value]) => (name === "UV_THREADPOOL_SIZE" ? ` libuv ${value}` : ` ${name}=${value}`))
+    .join("");
+}
 
 /** Runs the anchor and returns a Markdown section body. */
 export async function benchAnchor(options: AnchorOptions = {}): Promise<string> {
@@ -77,7 +110,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
       engine: NonNullable<DefaultServerOptions["engine"]>;
       label: string;
       prefillChunk?: number;
-      uvThreads?: number;
+      env?: Record<string, string>;
     };
     const builds = (options.builds ?? ["prebuilt", "tuned"]).flatMap((build): Wanted[] =>
       build === "prebuilt"
@@ -94,11 +127,11 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         ),
       )
       .flatMap((w): Wanted[] =>
-        (options.uvThreads ?? [undefined]).map((size) =>
-          size === undefined ? w : { ...w, label: `${w.label} libuv ${size}`, uvThreads: size },
+        (options.envs ?? [undefined]).map((env) =>
+          env === undefined ? w : { ...w, label: `${w.label}${envLabel(env)}`, env },
         ),
       );
-    for (const { engine, label, prefillChunk, uvThreads } of wanted) {
+    for (const { engine, label, prefillChunk, env } of wanted) {
       const server = await startDefaultServer({
         model,
         parallel,
@@ -106,7 +139,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         threads,
         engine,
         ...(prefillChunk === undefined ? {} : { prefillChunk }),
-        ...(uvThreads === undefined ? {} : { env: { UV_THREADPOOL_SIZE: String(uvThreads) } }),
+        ...(env === undefined ? {} : { env }),
       });
       const served = `${await servedBuild(server.url)}${label}`;
       if (hearths.some((h) => h.build === served)) {
@@ -238,7 +271,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const polls = process.env.BENCH_ANCHOR_POLLS?.split(",").map(Number);
   const builds = process.env.BENCH_ANCHOR_BUILDS?.split(",") as AnchorOptions["builds"];
   const prefillChunks = process.env.BENCH_ANCHOR_PREFILL?.split(",").map(Number);
-  const uvThreads = process.env.BENCH_ANCHOR_UV?.split(",").map(Number);
+  const envs = parseAnchorEnvs(process.env);
   benchAnchor({
     seconds: options.seconds,
     repeats: Math.max(3, options.repeats),
@@ -246,7 +279,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     ...(polls === undefined ? {} : { polls }),
     ...(builds === undefined ? {} : { builds }),
     ...(prefillChunks === undefined ? {} : { prefillChunks }),
-    ...(uvThreads === undefined ? {} : { uvThreads }),
+    ...(envs === undefined ? {} : { envs }),
   }).then(
     (section) => process.stdout.write(`${section}\n`),
     (err: unknown) => {

@@ -64,6 +64,15 @@ export const modelConfigSchema = z
     gpuLayers: gpuLayersSchema.default("auto").describe("layers offloaded to the GPU (ignored on the CPU)"),
     batchSize: z.number().int().min(16).max(8192).default(512),
     prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),
+    promptCacheMiB: z
+      .number()
+      .int()
+      .min(0)
+      .max(1_048_576)
+      .default(256)
+      .describe(
+        "host memory (MiB, on /dev/shm) for prompt states saved when their slot is overwritten; 0 turns it off",
+      ),
     promptCharsPerToken: z
       .number()
       .min(1)

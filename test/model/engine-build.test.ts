@@ -5,6 +5,7 @@
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { LlamaContext } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
@@ -56,6 +57,62 @@ describe("the tuned build", () => {
       await context.dispose();
       // The pool and the decode thread go with their context.
       expect(threads()).toBe(before);
+      await weights.dispose();
+    } finally {
+      await llama.dispose();
+    }
+  });
+});
+
+/** Records, for each of the context's native draws, whether its promise was settled when the call returned. */
+function watchDraws(context: LlamaContext): boolean[] {
+  const native = (context as unknown as { _ctx: { sampleToken: (...args: unknown[]) => Promise<unknown> } })
+    ._ctx;
+  const original = native.sampleToken;
+  const settledAtReturn: boolean[] = [];
+  // The addon's methods are read-only on its prototype: an own property shadows it.
+  Object.defineProperty(native, "sampleToken", {
+    configurable: true,
+    value(...args: unknown[]) {
+      const promise = original.apply(native, args);
+      let settled = false;
+      const mark = () => {
+        settled = true;
+      };
+      promise.then(mark, mark);
+      // Runs after `mark` when the promise was settled before it was returned, before it otherwise.
+      queueMicrotask(() => settledAtReturn.push(settled));
+      return promise;
+    },
+  });
+  return settledAtReturn;
+}
+
+describe("the tuned build's draws", () => {
+  it("draws a cheap token on the JS thread, and one that returns probabilities on libuv's pool", async () => {
+    const { llama } = await loadLlama(false, 2, TUNED);
+    try {
+      const weights = await llama.loadModel({ modelPath: await ensureModelFile(model, config) });
+      const draw = async (env: string | undefined, metadata: { probabilities?: boolean }) => {
+        if (env === undefined) delete process.env.HEARTH_ADDON_SAMPLING;
+        else process.env.HEARTH_ADDON_SAMPLING = env;
+        const context = await weights.createContext({ sequences: 1, contextSize: 512, threads: 2 });
+        delete process.env.HEARTH_ADDON_SAMPLING;
+        const settled = watchDraws(context);
+        const sequence = context.getSequence();
+        let tokens = 0;
+        const prompt = weights.tokenize("Once upon a time");
+        for await (const _ of sequence.evaluateWithMetadata(prompt, metadata, { temperature: 0 })) {
+          if (++tokens === 8) break;
+        }
+        await context.dispose();
+        return settled;
+      };
+      expect(await draw(undefined, {})).toEqual(Array(8).fill(true));
+      // A pass over the whole vocabulary stays off the JS thread.
+      expect(await draw(undefined, { probabilities: true })).toEqual(Array(8).fill(false));
+      // HEARTH_ADDON_SAMPLING=pool: every draw on the pool, as node-llama-cpp does.
+      expect(await draw("pool", {})).toEqual(Array(8).fill(false));
       await weights.dispose();
     } finally {
       await llama.dispose();

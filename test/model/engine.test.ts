@@ -14,6 +14,7 @@ import {
 import { generate } from "../../src/engine/generate.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { ModelRunner } from "../../src/engine/llama/model-runner.js";
+import { commonPrefixLength } from "../../src/engine/llama/slot-choice.js";
 import type {
   Generation,
   GenerationEvent,
@@ -316,6 +317,38 @@ describe("llama engine on the real model", () => {
       if (next.value.type === "finish") firstReason = next.value.reason;
     }
     expect(firstReason).toBe("length");
+  });
+
+  it("loads a prompt's cache back from host memory after every slot was overwritten, and answers alike", async () => {
+    const convo = (system: string, maxTokens: number) =>
+      request("", {
+        cacheScope: "org_store",
+        sampling: sampling({ maxTokens }),
+        messages: [
+          { role: "system", content: system },
+          { role: "user", content: "Name three things found in an old library, one per line." },
+        ],
+      });
+    const kept = "You are an archivist who lists things plainly and never explains them. ".repeat(6);
+    // The reference takes the path the restore takes: the prompt evaluated once, then found again in its slot
+    // with only its last token evaluated.
+    await collect(await generate(engine, convo(kept, 16)));
+    const reference = await collect(await generate(engine, convo(kept, 16)));
+    expect(reference.usage.cachedTokens).toBe(reference.usage.promptTokens - 1);
+    // As many other prompts as there are slots, one after another: each overwrites the least recently used slot,
+    // the kept prompt's among them.
+    for (let i = 0; i < model.parallel; i++) {
+      const other = `Filler prompt number ${i}: a gardener writes about soil, seeds and rain. `.repeat(6);
+      await collect(await generate(engine, convo(other, 4)));
+    }
+    // No slot holds more of the kept prompt than the template's first tokens.
+    const { prompt } = await runner.prepare(convo(kept, 16));
+    const pool = (runner as unknown as { pool: { slots: { sequence: { contextTokens: number[] } }[] } }).pool;
+    for (const slot of pool.slots)
+      expect(commonPrefixLength(slot.sequence.contextTokens, prompt)).toBeLessThan(8);
+    const restored = await collect(await generate(engine, convo(kept, 16)));
+    expect(restored.usage.cachedTokens).toBe(reference.usage.cachedTokens);
+    expect(restored.texts).toEqual(reference.texts);
   });
 
   it("reuses a cached prefix only between requests with the same cache_salt", async () => {

@@ -27,5 +27,7 @@ describe("the addon patch", () => {
       /contextLoaded = context->ctx != nullptr;\s*if \(context->contextLoaded\) \{\s*context->attachThreadpool\(\);/,
     );
     expect(source).toMatch(/llama_free\(currentCtx\);\s*\}\s*ggml_threadpool\* currentThreadpool/);
+    // Cheap draws on the calling thread (at most two per decode).
+    expect(source).toMatch(/if \(sampleHere && samplesHere < maxSamplesHere && worker->IsCheap\(\)\)/);
   });
 });

@@ -1,6 +1,7 @@
 // Queue admission of one model: the fair bounded queue, its timeouts and aborts, and sequence leases in turn.
 import { QueueFullError, QueueTimeoutError, RequestAbortedError } from "../errors.js";
 import { FairQueue } from "../fair-queue.js";
+import type { PromptStore } from "./prompt-store.js";
 import { chooseSlots, type SlotChoice } from "./slot-choice.js";
 import type { CachedSequence, SlotPool } from "./slot-pool.js";
 
@@ -29,6 +30,8 @@ export interface AdmissionOptions<T> {
   admitted: (item: T, lease: SlotChoice) => void;
   /** When an item leaves the queue without sequences: queue full, queue timeout, aborted, shutting down. */
   refused: (item: T, error: Error) => void;
+  /** Prompt states kept in host memory beyond the slots (prompt-store.ts); none when absent. */
+  store?: Pick<PromptStore, "match" | "pin"> | undefined;
 }
 
 interface Waiting<T> {
@@ -94,13 +97,17 @@ export class Admission<T extends Admittable> {
     // Runs every engine step: with nothing queued, skip copying each sequence's cached tokens.
     while (this.queue.length > 0) {
       const views = pool.views();
+      const store = this.options.store;
       const taken = this.queue.take(({ item }) =>
-        chooseSlots(views, item.prompt, item.scope, item.n, item.cacheKey),
+        chooseSlots(views, item.prompt, item.scope, item.n, item.cacheKey, () =>
+          store?.match(item.prompt, item.scope),
+        ),
       );
       if (taken === undefined) return;
       const { item: waiting, lease } = taken;
       this.leave(waiting);
       pool.take(lease, waiting.item.tenant);
+      if (lease.restore !== undefined) store?.pin(lease.restore);
       this.options.admitted(waiting.item, lease);
     }
   }

@@ -15,6 +15,7 @@ import { countingStrategy, createRunnerStats, decodeThreads } from "./batching.j
 import { overrideDecodeThreads } from "./llama-internals.js";
 import { ModelRunner } from "./model-runner.js";
 import { rendererOptionsFor } from "./model-template.js";
+import { createPromptStore } from "./prompt-store.js";
 
 export interface LoadedModel {
   config: ModelConfig;
@@ -78,7 +79,8 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
     const rendererOptions = rendererOptionsFor(model);
     const renderer = options.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
     const capabilities = detectCapabilities(rendererOptions.template);
-    const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities });
+    const store = await createPromptStore(config.promptCacheMiB * 1024 * 1024);
+    const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities, store });
     return { config, model, context, runner, engineBuild: options.engineBuild };
   } catch (err) {
     await model.dispose();

@@ -12,6 +12,7 @@ import { Job } from "./job.js";
 import { unboundedTopK } from "./llama-internals.js";
 import { OutputControl } from "./output-control.js";
 import { type LlamaPreparedRequest, RequestPreparer } from "./prepared-request.js";
+import type { PromptStore } from "./prompt-store.js";
 import { lazyEogTokens } from "./sampling-options.js";
 import type { SlotChoice } from "./slot-choice.js";
 import { SlotPool } from "./slot-pool.js";
@@ -28,6 +29,8 @@ export interface ModelRunnerOptions {
   renderer: AsyncPromptRenderer;
   /** What the model's chat template can do (tools, thinking): decides prompted vs native formats. */
   capabilities: TemplateCapabilities;
+  /** Prompt states in host memory beyond the slots; the runner owns it (disposes it with itself). */
+  store?: PromptStore | undefined;
 }
 
 export class ModelRunner {
@@ -40,6 +43,7 @@ export class ModelRunner {
   private readonly admission: Admission<Job>;
   private readonly loop: StepLoop;
   private readonly preparer: RequestPreparer;
+  private readonly store: PromptStore | undefined;
   private stopping = false;
   /** Nothing queued and nothing running: what `drain` waits for, checked whenever a job ends. */
   private readonly idle: IdleSignal;
@@ -53,6 +57,10 @@ export class ModelRunner {
     const control = new OutputControl(model.llama, model, eogTokens);
     const sequences = Array.from({ length: config.parallel }, () => context.getSequence());
     this.pool = new SlotPool(sequences);
+    // A sequence that needs checkpoints to reuse a prefix (sliding-window attention, recurrent layers) saves only a
+    // partial cache in its state file: no store for those.
+    this.store = sequences[0]?.needsCheckpoints === false ? options.store : undefined;
+    if (this.store === undefined) void options.store?.dispose();
     const vocabulary = new Vocabulary(model);
     this.preparer = new RequestPreparer({
       model,
@@ -69,6 +77,7 @@ export class ModelRunner {
       maxQueue: config.maxQueue,
       queueTimeoutMs: config.queueTimeoutMs,
       pool: this.pool,
+      store: this.store,
       admitted: (job, lease) => this.start(job, lease),
       refused: (job, error) => {
         job.state = "done";
@@ -90,6 +99,7 @@ export class ModelRunner {
       queued: () => this.admission.depth,
       stopping: () => this.stopping,
       ended: () => this.idle.check(),
+      store: this.store,
     });
     this.idle = new IdleSignal(() => this.admission.depth === 0 && this.loop.running.length === 0);
   }
@@ -154,6 +164,7 @@ export class ModelRunner {
     for (const job of this.loop.running) cancel(job);
     this.loop.kick();
     await this.loop.stopped();
+    await this.store?.dispose();
   }
 
   /** A job left the queue holding `lease`: from now on an abort cancels it at the next step. */

@@ -212,6 +212,41 @@ describe("chooseSlots with a prompt_cache_key", () => {
     expect(chooseSlots([slots[0] as SlotView, slots[2] as SlotView], [9, 9], "c", 1, "N")?.primary).toBe(0);
   });
 
+  it("loads a stored state that shares at least MIN_COPY_GAIN more than any slot, into the cheapest free slots", () => {
+    const system = Array.from({ length: 30 }, (_, i) => i);
+    const prompt = [...system, ...Array.from({ length: 20 }, () => 500), 7];
+    const slots = [
+      slot(0, { tokens: [...system, 1, 2], scope: "a", lastUsed: 2 }),
+      slot(1, { tokens: [...system, 3], scope: "a", lastUsed: 1 }),
+      slot(2, { busy: true, tokens: [...system, ...Array.from({ length: 5 }, () => 500)], scope: "a" }),
+    ];
+    const stored = (shared: number) => () => ({ id: 42, shared });
+    expect(chooseSlots(slots, prompt, "a", 1, undefined, stored(50))).toEqual({
+      primary: 1,
+      others: [],
+      reusable: 50,
+      restore: 42,
+    });
+    expect(chooseSlots(slots, prompt, "a", 2, undefined, stored(50))).toMatchObject({
+      primary: 1,
+      others: [0],
+    });
+    // Measured against the busy slot's prefix (35 tokens) too, not only the free ones' (30).
+    expect(
+      chooseSlots(slots, prompt, "a", 1, undefined, stored(35 + MIN_COPY_GAIN - 1))?.restore,
+    ).toBeUndefined();
+    expect(chooseSlots(slots, prompt, "a", 1, undefined, stored(35 + MIN_COPY_GAIN))?.restore).toBe(42);
+    // The store is asked only once a lease can be made.
+    let asked = 0;
+    const busy = slots.map((s) => ({ ...s, busy: true }));
+    const counted = () => {
+      asked++;
+      return { id: 1, shared: 50 };
+    };
+    expect(chooseSlots(busy, prompt, "a", 1, undefined, counted)).toBeUndefined();
+    expect(asked).toBe(0);
+  });
+
   it("an empty slot still goes before any held cache", () => {
     const slots = [slot(0, { tokens: [50], scope: "a", key: "N", lastUsed: 1 }), slot(1)];
     expect(chooseSlots(slots, [9, 9], "a", 1, "N")?.primary).toBe(1);

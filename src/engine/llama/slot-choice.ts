@@ -4,8 +4,12 @@
 // starts in a cheaper slot from a copy of the prefix, so the conversation it holds is still there when it comes
 // back. A prefix another request is generating after (a busy slot) is copied too when it saves enough prompt
 // tokens: concurrent requests on one long system prompt, or the same prompt again before the first one ends, are
-// not evaluated twice. A request with a prompt_cache_key (scoped to its organization) takes the slot its key last
-// used when no slot shares a longer prefix, and overwrites slots other keys hold only when nothing else is free.
+// not evaluated twice. A prompt state kept in host memory (prompt-store.ts) that shares enough more than any slot is
+// loaded into the cheapest free slot. A request with a prompt_cache_key (scoped to its organization) takes the slot
+// its key last used when no slot shares a longer prefix, and overwrites slots other keys hold only when nothing else
+// is free.
+
+import type { StoredMatch } from "./prompt-store.js";
 
 export interface SlotView {
   id: number;
@@ -31,6 +35,8 @@ export interface SlotChoice {
   reusable: number;
   /** A slot holding the reusable prefix and more: the primary copies the prefix from it before its prompt. */
   source?: CopySource;
+  /** A prompt-store entry holding the reusable prefix (prompt-store.ts): the primary loads it before its prompt. */
+  restore?: number;
 }
 
 export interface CopySource {
@@ -51,7 +57,8 @@ export interface CopySource {
 export const KEEP_SUFFIX = 8;
 
 /**
- * Prompt tokens a copy from a busy slot must save over the best free slot. llama.cpp keeps each sequence's KV
+ * Prompt tokens a copy from a busy slot, or a load from the prompt store, must save over the best slot (a slot whose
+ * overwrite would lose fewer is not saved to the store either). llama.cpp keeps each sequence's KV
  * cache in a stream of its own (node-llama-cpp's is not unified), and a copy between streams moves the whole
  * stream at the next decode, in that decode's time: for SmolLM2 at 2,048 tokens a sequence that is 47 MB, a few
  * milliseconds, where a prompt token costs 3-4 ms of a step on 2 cores (docs/models.md).
@@ -80,6 +87,7 @@ export function chooseSlots(
   scope: string,
   count: number,
   key?: string,
+  stored?: () => StoredMatch | undefined,
 ): SlotChoice | undefined {
   const free = slots.filter((s) => !s.busy);
   if (free.length < count) return undefined;
@@ -121,6 +129,17 @@ export function chooseSlots(
       busyShared = shared;
       busy = slot;
     }
+  }
+  // A state in host memory sharing enough more than any slot: the cheapest free slots take the prompt, loading it.
+  const inStore = stored?.();
+  if (inStore !== undefined && inStore.shared - Math.max(best, busyShared) >= MIN_COPY_GAIN) {
+    const [first, ...rest] = free.slice(0, count) as [SlotView, ...SlotView[]];
+    return {
+      primary: first.id,
+      others: rest.map((s) => s.id),
+      reusable: inStore.shared,
+      restore: inStore.id,
+    };
   }
   // A busy slot sharing enough more: the cheapest free slots take the prompt, from a copy of its prefix.
   if (busy !== undefined && busyShared - best >= MIN_COPY_GAIN) {

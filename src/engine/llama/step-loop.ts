@@ -6,8 +6,9 @@ import { ChoiceStream, usageOf } from "./choice-stream.js";
 import type { Choice, Job, TokenGenerator } from "./job.js";
 import { copySequenceState } from "./llama-internals.js";
 import type { OutputControl } from "./output-control.js";
+import type { PromptStore } from "./prompt-store.js";
 import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
-import { commonPrefixLength, type SlotChoice } from "./slot-choice.js";
+import { commonPrefixLength, MIN_COPY_GAIN, type SlotChoice } from "./slot-choice.js";
 import type { Slot, SlotPool } from "./slot-pool.js";
 import { logprobMetadata, TokenLogprobs, type Vocabulary } from "./token-logprobs.js";
 
@@ -33,6 +34,8 @@ export interface StepLoopOptions {
   stopping: () => boolean;
   /** A job has left the loop: its sequences freed, its stream closed. */
   ended: (job: Job) => void;
+  /** Prompt states kept in host memory beyond the slots (prompt-store.ts); none when absent. */
+  store?: PromptStore | undefined;
 }
 
 /** One evaluation of a step, on one sequence. */
@@ -191,7 +194,16 @@ export class StepLoop {
   ): Promise<void> {
     const sequence = primary.sequence;
     let reusable = lease.reusable;
-    if (lease.source !== undefined) {
+    await this.keepInStore(primary, lease);
+    if (lease.restore !== undefined) {
+      const loaded = (await this.options.store?.load(lease.restore, sequence)) ?? false;
+      delete lease.restore;
+      // Unless the state holds exactly the prompt's prefix (it always should), evaluate the whole prompt instead.
+      if (!loaded || commonPrefixLength(sequence.contextTokens, job.prompt) < reusable) {
+        await sequence.clearHistory();
+        reusable = 0;
+      }
+    } else if (lease.source !== undefined) {
       const source = this.options.pool.slot(lease.source.slot).sequence;
       const copied = await copySequenceState(sequence, source, reusable);
       this.options.pool.releaseSource(lease);
@@ -210,6 +222,27 @@ export class StepLoop {
     job.prefillPos = reusable;
     job.cachedTokens = reusable;
     job.prepared = true;
+  }
+
+  /**
+   * Before the primary slot is overwritten: saves what it holds to the store when the lease would lose at least
+   * MIN_COPY_GAIN of its tokens and no other slot of its scope holds them all.
+   */
+  private async keepInStore(primary: Slot<LlamaContextSequence>, lease: SlotChoice): Promise<void> {
+    const store = this.options.store;
+    if (store === undefined || primary.scope === undefined) return;
+    const tokens = primary.sequence.contextTokens;
+    const kept = lease.source === undefined && lease.restore === undefined ? lease.reusable : 0;
+    if (tokens.length - kept < MIN_COPY_GAIN) return;
+    const scope = primary.scope;
+    const twin = this.options.pool.slots.some(
+      (other) =>
+        other.id !== primary.id &&
+        other.scope === scope &&
+        (!other.busy || other.started) &&
+        commonPrefixLength(other.sequence.contextTokens, tokens) === tokens.length,
+    );
+    if (!twin) await store.save(primary.sequence, scope, primary.key);
   }
 
   /**
@@ -269,6 +302,7 @@ export class StepLoop {
     const i = this.active.indexOf(job);
     if (i >= 0) this.active.splice(i, 1);
     await Promise.allSettled(job.choices.map((c) => c.generator.return()));
+    if (job.lease?.restore !== undefined) this.options.store?.unpin(job.lease.restore);
     if (job.lease !== undefined) this.options.pool.free(job.lease);
     finishJob(job);
     this.options.ended(job);

@@ -1,0 +1,138 @@
+// The prompt store: what it saves (not what it holds already), what it serves (the longest prefix of the scope),
+// what it evicts (least recently used, never a pinned entry) and how a failed save or load ends.
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { createPromptStore, PromptStore, type StatefulSequence } from "./prompt-store.js";
+
+/** A sequence whose state file is its tokens, padded to `bytes`. */
+class FakeSequence implements StatefulSequence {
+  constructor(
+    public contextTokens: number[],
+    private readonly bytes = 100,
+  ) {}
+  async saveStateToFile(path: string): Promise<void> {
+    const text = JSON.stringify(this.contextTokens);
+    writeFileSync(path, text.padEnd(this.bytes, " "));
+  }
+  async loadStateFromFile(path: string): Promise<void> {
+    this.contextTokens = JSON.parse(await readFile(path, "utf8")) as number[];
+  }
+}
+
+const dirs: string[] = [];
+function store(capacity: number): { store: PromptStore; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), "prompt-store-test-"));
+  dirs.push(dir);
+  return { store: new PromptStore(dir, capacity), dir };
+}
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("PromptStore", () => {
+  it("serves the entry of the scope sharing the longest prefix, never the whole prompt, never another scope's", async () => {
+    const { store: s } = store(10_000);
+    await s.save(new FakeSequence([1, 2, 3, 4, 5]), "a", undefined);
+    await s.save(new FakeSequence([1, 2, 9]), "a", undefined);
+    await s.save(new FakeSequence([1, 2, 3, 4, 5, 6, 7]), "b", undefined);
+    expect(s.match([1, 2, 3, 4, 8], "a")).toMatchObject({ shared: 4 });
+    expect(s.match([1, 2, 3, 4, 5], "a")).toMatchObject({ shared: 4 });
+    expect(s.match([1, 2, 9, 9], "a")).toMatchObject({ shared: 3 });
+    expect(s.match([7, 7], "a")).toBeUndefined();
+    expect(s.match([1, 2, 3, 4, 5, 6, 7, 8], "b")).toMatchObject({ shared: 7 });
+    expect(s.match([1, 2, 3], "c")).toBeUndefined();
+  });
+
+  it("does not save what an entry holds already, and drops the entries a new one extends", async () => {
+    const { store: s, dir } = store(10_000);
+    expect(await s.save(new FakeSequence([1, 2, 3]), "a", undefined)).toBe(true);
+    expect(await s.save(new FakeSequence([1, 2]), "a", undefined)).toBe(false);
+    expect(await s.save(new FakeSequence([1, 2, 3, 4]), "a", undefined)).toBe(true);
+    expect(s.size).toBe(1);
+    expect(s.bytes).toBe(100);
+    // The same tokens in another scope are another entry.
+    expect(await s.save(new FakeSequence([1, 2, 3]), "b", undefined)).toBe(true);
+    expect(s.size).toBe(2);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(readdirSync(dir)).toHaveLength(2);
+  });
+
+  it("loads an entry into a sequence, and evicts the least recently used entries past its capacity", async () => {
+    const { store: s, dir } = store(250);
+    await s.save(new FakeSequence([1, 1]), "a", undefined);
+    await s.save(new FakeSequence([2, 2]), "a", undefined);
+    const first = s.match([1, 1, 5], "a");
+    const target = new FakeSequence([9, 9, 9]);
+    expect(await s.load(first?.id ?? -1, target)).toBe(true);
+    expect(target.contextTokens).toEqual([1, 1]);
+    // [1, 1] was used last: the third entry pushes out [2, 2].
+    await s.save(new FakeSequence([3, 3]), "a", undefined);
+    expect(s.size).toBe(2);
+    expect(s.bytes).toBe(200);
+    expect(s.match([2, 2, 5], "a")).toBeUndefined();
+    expect(s.match([1, 1, 5], "a")).toBeDefined();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(readdirSync(dir)).toHaveLength(2);
+  });
+
+  it("never evicts an entry a lease has pinned until it is loaded or unpinned", async () => {
+    const { store: s } = store(150);
+    await s.save(new FakeSequence([1, 1]), "a", undefined);
+    const pinned = s.match([1, 1, 5], "a");
+    s.pin(pinned?.id ?? -1);
+    // Over capacity with the older entry pinned: the new one is the only one that can go, and goes.
+    await s.save(new FakeSequence([2, 2]), "a", undefined);
+    expect(s.match([1, 1, 5], "a")).toBeDefined();
+    expect(s.match([2, 2, 5], "a")).toBeUndefined();
+    s.unpin(pinned?.id ?? -1);
+    await s.save(new FakeSequence([3, 3]), "a", undefined);
+    expect(s.match([1, 1, 5], "a")).toBeUndefined();
+    expect(s.bytes).toBeLessThanOrEqual(150);
+  });
+
+  it("a failed save leaves no entry and no file; a failed load drops the entry", async () => {
+    const { store: s, dir } = store(10_000);
+    const failing: StatefulSequence = {
+      contextTokens: [1, 2, 3],
+      saveStateToFile: async (path) => {
+        writeFileSync(path, "partial");
+        throw new Error("ENOSPC");
+      },
+      loadStateFromFile: async () => undefined,
+    };
+    expect(await s.save(failing, "a", undefined)).toBe(false);
+    expect(s.size).toBe(0);
+    expect(readdirSync(dir)).toHaveLength(0);
+    await s.save(new FakeSequence([4, 5, 6]), "a", undefined);
+    const match = s.match([4, 5, 6, 7], "a");
+    const broken: StatefulSequence = {
+      contextTokens: [],
+      saveStateToFile: async () => undefined,
+      loadStateFromFile: async () => {
+        throw new Error("bad file");
+      },
+    };
+    expect(await s.load(match?.id ?? -1, broken)).toBe(false);
+    expect(s.size).toBe(0);
+    expect(await s.load(12345, new FakeSequence([]))).toBe(false);
+  });
+
+  it("is made in a private folder, capped by half the free space, and removed with its files", async () => {
+    expect(await createPromptStore(0, tmpdir())).toBeUndefined();
+    expect(await createPromptStore(1024, join(tmpdir(), "no-such-folder-for-hearth"))).toBeUndefined();
+    const s = await createPromptStore(Number.MAX_SAFE_INTEGER, tmpdir());
+    if (s === undefined) throw new Error("no store");
+    expect(s.capacityBytes).toBeLessThan(Number.MAX_SAFE_INTEGER);
+    expect(s.capacityBytes).toBeGreaterThan(0);
+    await s.save(new FakeSequence([1, 2]), "a", undefined);
+    expect(s.dir.startsWith(join(tmpdir(), "hearth-prompt-cache-"))).toBe(true);
+    expect((statSync(s.dir).mode & 0o777).toString(8)).toBe("700");
+    expect(readdirSync(s.dir)).toHaveLength(1);
+    await s.dispose();
+    expect(s.size).toBe(0);
+    expect(existsSync(s.dir)).toBe(false);
+  });
+});
