@@ -35,6 +35,8 @@ export interface AnchorOptions {
   polls?: number[];
   /** Hearth's prefillChunk values, one Hearth side each (with every build and poll); default the config's. */
   prefillChunks?: number[];
+  /** Hearth's promptCacheMiB values, one Hearth side each (with every other choice); default the config's. */
+  promptCaches?: number[];
   /**
    * Environments of Hearth's process, one Hearth side each (with every other choice); default none. An empty one is
    * Hearth's own default. For example `{ UV_THREADPOOL_SIZE: "1" }` or `{ HEARTH_ADDON_SAMPLING: "pool" }`.
@@ -110,6 +112,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
       engine: NonNullable<DefaultServerOptions["engine"]>;
       label: string;
       prefillChunk?: number;
+      promptCacheMiB?: number;
       env?: Record<string, string>;
     };
     const builds = (options.builds ?? ["prebuilt", "tuned"]).flatMap((build): Wanted[] =>
@@ -127,11 +130,16 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         ),
       )
       .flatMap((w): Wanted[] =>
+        (options.promptCaches ?? [undefined]).map((mib) =>
+          mib === undefined ? w : { ...w, label: `${w.label} prompt cache ${mib} MiB`, promptCacheMiB: mib },
+        ),
+      )
+      .flatMap((w): Wanted[] =>
         (options.envs ?? [undefined]).map((env) =>
           env === undefined ? w : { ...w, label: `${w.label}${envLabel(env)}`, env },
         ),
       );
-    for (const { engine, label, prefillChunk, env } of wanted) {
+    for (const { engine, label, prefillChunk, promptCacheMiB, env } of wanted) {
       const server = await startDefaultServer({
         model,
         parallel,
@@ -139,6 +147,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         threads,
         engine,
         ...(prefillChunk === undefined ? {} : { prefillChunk }),
+        ...(promptCacheMiB === undefined ? {} : { promptCacheMiB }),
         ...(env === undefined ? {} : { env }),
       });
       const served = `${await servedBuild(server.url)}${label}`;
@@ -272,6 +281,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const builds = process.env.BENCH_ANCHOR_BUILDS?.split(",") as AnchorOptions["builds"];
   const prefillChunks = process.env.BENCH_ANCHOR_PREFILL?.split(",").map(Number);
   const envs = parseAnchorEnvs(process.env);
+  const promptCaches = process.env.BENCH_ANCHOR_PROMPT_CACHE?.split(",").map(Number);
   benchAnchor({
     seconds: options.seconds,
     repeats: Math.max(3, options.repeats),
@@ -280,6 +290,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     ...(builds === undefined ? {} : { builds }),
     ...(prefillChunks === undefined ? {} : { prefillChunks }),
     ...(envs === undefined ? {} : { envs }),
+    ...(promptCaches === undefined ? {} : { promptCaches }),
   }).then(
     (section) => process.stdout.write(`${section}\n`),
     (err: unknown) => {

@@ -13,6 +13,8 @@ export interface DefaultServerOptions {
   threads: number;
   /** Prompt tokens per engine step while others generate (the model's `prefillChunk`); default the config's. */
   prefillChunk?: number;
+  /** Host memory for prompt states beyond the slots (the model's `promptCacheMiB`); default the config's. */
+  promptCacheMiB?: number;
   /** The `engine:` block: which llama.cpp build serves (default auto: the tuned build when cached). */
   engine?: { build?: "auto" | "tuned" | "prebuilt"; threadPoolPoll?: number };
   /** Environment of the server process, over this one's. */
@@ -38,6 +40,7 @@ export async function startDefaultServer(options: DefaultServerOptions): Promise
           parallel: options.parallel,
           maxQueue: options.maxQueue,
           ...(options.prefillChunk === undefined ? {} : { prefillChunk: options.prefillChunk }),
+          ...(options.promptCacheMiB === undefined ? {} : { promptCacheMiB: options.promptCacheMiB }),
         },
       ],
       // Never a build started by the benchmark: it would take the cores being measured.

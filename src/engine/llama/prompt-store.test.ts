@@ -1,6 +1,7 @@
 // The prompt store: what it saves (not what it holds already), what it serves (the longest prefix of the scope),
 // what it evicts (least recently used, never a pinned entry) and how a failed save or load ends.
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -128,11 +129,32 @@ describe("PromptStore", () => {
     expect(s.capacityBytes).toBeLessThan(Number.MAX_SAFE_INTEGER);
     expect(s.capacityBytes).toBeGreaterThan(0);
     await s.save(new FakeSequence([1, 2]), "a", undefined);
-    expect(s.dir.startsWith(join(tmpdir(), "hearth-prompt-cache-"))).toBe(true);
+    expect(s.dir.startsWith(join(tmpdir(), `hearth-prompt-cache-${process.pid}-`))).toBe(true);
     expect((statSync(s.dir).mode & 0o777).toString(8)).toBe("700");
     expect(readdirSync(s.dir)).toHaveLength(1);
     await s.dispose();
     expect(s.size).toBe(0);
     expect(existsSync(s.dir)).toBe(false);
+  });
+
+  it("removes the folders a killed process left behind, and keeps those of live processes", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "prompt-store-parent-"));
+    dirs.push(parent);
+    const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], {
+      encoding: "utf8",
+    });
+    const dead = join(parent, `hearth-prompt-cache-${child.stdout}-abc123`);
+    const alive = join(parent, `hearth-prompt-cache-${process.pid}-def456`);
+    const other = join(parent, "hearth-prompt-cache-notapid");
+    for (const dir of [dead, alive, other]) {
+      mkdirSync(dir);
+      writeFileSync(join(dir, "1.state"), "x");
+    }
+    const s = await createPromptStore(1024 * 1024, parent);
+    expect(s).toBeDefined();
+    expect(existsSync(dead)).toBe(false);
+    expect(existsSync(alive)).toBe(true);
+    expect(existsSync(other)).toBe(true);
+    await s?.dispose();
   });
 });

@@ -3,7 +3,7 @@
 // free slot instead of evaluating it again. A state is a node-llama-cpp state file (the public saveStateToFile /
 // loadStateFromFile) in a private folder on a memory file system, so an entry costs RAM, never disk. Bounded in
 // bytes; the least recently used entries go first. Only the step loop saves, loads and evicts, between decodes.
-import { mkdtemp, rm, stat, statfs } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, statfs } from "node:fs/promises";
 import { join } from "node:path";
 import { commonPrefixLength } from "./slot-choice.js";
 
@@ -167,6 +167,10 @@ export class PromptStore {
 /** Where stores keep their states: Linux's memory file system. */
 export const PROMPT_STORE_PARENT = "/dev/shm";
 
+/** A store's folder: the prefix, its process's pid, "-" and mkdtemp's suffix. */
+const FOLDER_PREFIX = "hearth-prompt-cache-";
+const FOLDER_PID = new RegExp(`^${FOLDER_PREFIX}(\\d+)-`);
+
 /**
  * A store of up to `capacityBytes` in a new private folder (mode 0700) under `parent` (a memory file system, so
  * the states are RAM), never more than half of the space free there (a small /dev/shm, as in a container, is
@@ -178,12 +182,35 @@ export async function createPromptStore(
 ): Promise<PromptStore | undefined> {
   if (capacityBytes <= 0) return undefined;
   try {
+    await sweepDeadStores(parent);
     const space = await statfs(parent);
     const capacity = Math.min(capacityBytes, Math.floor((space.bavail * space.bsize) / 2));
     if (capacity <= 0) return undefined;
-    const dir = await mkdtemp(join(parent, "hearth-prompt-cache-"));
+    const dir = await mkdtemp(join(parent, `${FOLDER_PREFIX}${process.pid}-`));
     return new PromptStore(dir, capacity);
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Removes the folders of stores whose process is gone (killed before it could remove its own: kill -9, a crash), so
+ * their states do not hold the memory file system's RAM until the next reboot.
+ */
+async function sweepDeadStores(parent: string): Promise<void> {
+  for (const name of await readdir(parent)) {
+    const pid = Number(FOLDER_PID.exec(name)?.[1]);
+    if (!Number.isInteger(pid) || pid <= 0 || isAlive(pid)) continue;
+    await rm(join(parent, name), { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: alive, another user's.
+    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
