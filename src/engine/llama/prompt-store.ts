@@ -5,7 +5,7 @@
 // bytes; the least recently used entries go first. Only the step loop saves, loads and evicts, between decodes.
 import { mkdtemp, readdir, rm, stat, statfs } from "node:fs/promises";
 import { join } from "node:path";
-import { commonPrefixLength } from "./slot-choice.js";
+import { commonPrefixLength, type StoredMatch } from "./slot-choice.js";
 
 /** What the store needs of a sequence (a LlamaContextSequence; a plain object in the unit tests). */
 export interface StatefulSequence {
@@ -24,13 +24,6 @@ export interface StoredPrompt {
   lastUsed: number;
   /** Leases about to load it: never evicted while pinned. */
   pins: number;
-}
-
-/** The stored state sharing the longest prefix with a prompt. */
-export interface StoredMatch {
-  id: number;
-  /** Prompt tokens it holds (never the whole prompt: the last token is always evaluated). */
-  shared: number;
 }
 
 export class PromptStore {

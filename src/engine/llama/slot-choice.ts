@@ -9,8 +9,6 @@
 // its key last used when no slot shares a longer prefix, and overwrites slots other keys hold only when nothing else
 // is free.
 
-import type { StoredMatch } from "./prompt-store.js";
-
 export interface SlotView {
   id: number;
   busy: boolean;
@@ -37,6 +35,14 @@ export interface SlotChoice {
   source?: CopySource;
   /** A prompt-store entry holding the reusable prefix (prompt-store.ts): the primary loads it before its prompt. */
   restore?: number;
+}
+
+/** A prompt state kept in host memory (prompt-store.ts) sharing the longest prefix with a prompt. */
+export interface StoredMatch {
+  /** The store's entry. */
+  id: number;
+  /** Prompt tokens it holds (never the whole prompt: the last token is always evaluated). */
+  shared: number;
 }
 
 export interface CopySource {
