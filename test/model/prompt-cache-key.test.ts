@@ -10,8 +10,9 @@ import type { GenerationRequest, UsageCounts } from "../../src/engine/types.js";
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
-// Two slots: few enough that a third conversation must overwrite one of the first two.
-const model = { ...base, parallel: 2, maxQueue: 4, contextSize: 1024 };
+// Two slots: few enough that a third conversation must overwrite one of the first two. The slots alone: with the
+// prompt cache in host memory, an overwritten conversation comes back from there (test/model/engine.test.ts).
+const model = { ...base, parallel: 2, maxQueue: 4, contextSize: 1024, promptCacheMiB: 0 };
 
 let engine: LlamaEngine | undefined;
 
