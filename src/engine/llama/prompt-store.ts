@@ -18,7 +18,6 @@ export interface StoredPrompt {
   readonly id: number;
   /** Cache scope (organization) that put the tokens there: an entry serves only its own scope. */
   readonly scope: string;
-  readonly key: string | undefined;
   readonly tokens: readonly number[];
   readonly bytes: number;
   lastUsed: number;
@@ -26,11 +25,19 @@ export interface StoredPrompt {
   pins: number;
 }
 
+/**
+ * Entries at most, whatever their size: `match` compares a prompt with each of them at every admission that can
+ * make a lease, so their number bounds that work (prompts on one long system prompt share it with every entry).
+ */
+export const MAX_ENTRIES = 256;
+
 export class PromptStore {
   private readonly entries = new Map<number, StoredPrompt>();
   private nextId = 1;
   private clock = 0;
   private used = 0;
+  /** Bytes per token of the last state saved: a state too large for the store is not written at all. */
+  private bytesPerToken = 0;
 
   /** `dir` is the store's own folder (`createPromptStore`); it is removed with the store. */
   constructor(
@@ -79,13 +86,15 @@ export class PromptStore {
   }
 
   /**
-   * Saves what `sequence` holds, unless an entry holds it already; entries it extends (their tokens a prefix of
-   * its) are dropped. Then evicts the least recently used unpinned entries while over capacity. Never throws: a
-   * failed save (a full file system) only means no entry.
+   * Saves what `sequence` holds, unless an entry holds it already or it would take more than a quarter of the
+   * store (the save holds the step loop while it writes); entries it extends (their tokens a prefix of its) are
+   * dropped. Then evicts the least recently used unpinned entries while over capacity or MAX_ENTRIES. Never
+   * throws: a failed save (a full file system) only means no entry.
    */
-  async save(sequence: StatefulSequence, scope: string, key: string | undefined): Promise<boolean> {
+  async save(sequence: StatefulSequence, scope: string): Promise<boolean> {
     const tokens = [...sequence.contextTokens];
     if (tokens.length === 0 || this.covers(tokens, scope)) return false;
+    if (tokens.length * this.bytesPerToken > this.capacityBytes / 4) return false;
     const id = this.nextId++;
     const file = this.fileOf(id);
     let bytes: number;
@@ -104,10 +113,11 @@ export class PromptStore {
       )
         this.remove(entry);
     }
-    this.entries.set(id, { id, scope, key, tokens, bytes, lastUsed: ++this.clock, pins: 0 });
+    this.bytesPerToken = bytes / tokens.length;
+    this.entries.set(id, { id, scope, tokens, bytes, lastUsed: ++this.clock, pins: 0 });
     this.used += bytes;
     this.evict();
-    return true;
+    return this.entries.has(id);
   }
 
   /**
@@ -136,7 +146,7 @@ export class PromptStore {
   }
 
   private evict(): void {
-    while (this.used > this.capacityBytes) {
+    while (this.used > this.capacityBytes || this.entries.size > MAX_ENTRIES) {
       let oldest: StoredPrompt | undefined;
       for (const entry of this.entries.values()) {
         if (entry.pins === 0 && (oldest === undefined || entry.lastUsed < oldest.lastUsed)) oldest = entry;

@@ -242,7 +242,7 @@ export class StepLoop {
         (!other.busy || other.started) &&
         commonPrefixLength(other.sequence.contextTokens, tokens) === tokens.length,
     );
-    if (!twin) await store.save(primary.sequence, scope, primary.key);
+    if (!twin) await store.save(primary.sequence, scope);
   }
 
   /**
