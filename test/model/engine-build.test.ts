@@ -64,28 +64,41 @@ describe("the tuned build", () => {
   });
 });
 
-/** Records, for each of the context's native draws, whether its promise was settled when the call returned. */
-function watchDraws(context: LlamaContext): boolean[] {
-  const native = (context as unknown as { _ctx: { sampleToken: (...args: unknown[]) => Promise<unknown> } })
-    ._ctx;
+type NativeCall = (...args: unknown[]) => unknown;
+
+/**
+ * Records, for each of the context's native draws, whether its promise was settled when the call returned; one
+ * list per decode (the draws after it, up to the next).
+ */
+function watchDraws(context: LlamaContext): boolean[][] {
+  const native = (context as unknown as { _ctx: { sampleToken: NativeCall; decodeBatch: NativeCall } })._ctx;
   const original = native.sampleToken;
-  const settledAtReturn: boolean[] = [];
+  const decode = native.decodeBatch;
+  const perDecode: boolean[][] = [];
+  Object.defineProperty(native, "decodeBatch", {
+    configurable: true,
+    value(...args: unknown[]) {
+      perDecode.push([]);
+      return decode.apply(native, args);
+    },
+  });
   // The addon's methods are read-only on its prototype: an own property shadows it.
   Object.defineProperty(native, "sampleToken", {
     configurable: true,
     value(...args: unknown[]) {
-      const promise = original.apply(native, args);
+      const promise = original.apply(native, args) as Promise<unknown>;
+      const draws = perDecode.at(-1) as boolean[];
       let settled = false;
       const mark = () => {
         settled = true;
       };
       promise.then(mark, mark);
       // Runs after `mark` when the promise was settled before it was returned, before it otherwise.
-      queueMicrotask(() => settledAtReturn.push(settled));
+      queueMicrotask(() => draws.push(settled));
       return promise;
     },
   });
-  return settledAtReturn;
+  return perDecode;
 }
 
 describe("the tuned build's draws", () => {
@@ -93,26 +106,35 @@ describe("the tuned build's draws", () => {
     const { llama } = await loadLlama(false, 2, TUNED);
     try {
       const weights = await llama.loadModel({ modelPath: await ensureModelFile(model, config) });
-      const draw = async (env: string | undefined, metadata: { probabilities?: boolean }) => {
+      const draw = async (env: string | undefined, metadata: { probabilities?: boolean }, streams = 1) => {
         if (env === undefined) delete process.env.HEARTH_ADDON_SAMPLING;
         else process.env.HEARTH_ADDON_SAMPLING = env;
-        const context = await weights.createContext({ sequences: 1, contextSize: 512, threads: 2 });
+        const context = await weights.createContext({ sequences: streams, contextSize: 512, threads: 2 });
         delete process.env.HEARTH_ADDON_SAMPLING;
-        const settled = watchDraws(context);
-        const sequence = context.getSequence();
-        let tokens = 0;
+        const perDecode = watchDraws(context);
         const prompt = weights.tokenize("Once upon a time");
-        for await (const _ of sequence.evaluateWithMetadata(prompt, metadata, { temperature: 0 })) {
-          if (++tokens === 8) break;
-        }
+        const stream = async () => {
+          let tokens = 0;
+          const sequence = context.getSequence();
+          for await (const _ of sequence.evaluateWithMetadata(prompt, metadata, { temperature: 0 })) {
+            if (++tokens === 8) break;
+          }
+        };
+        await Promise.all(Array.from({ length: streams }, stream));
         await context.dispose();
-        return settled;
+        return perDecode;
       };
-      expect(await draw(undefined, {})).toEqual(Array(8).fill(true));
+      expect((await draw(undefined, {})).flat()).toEqual(Array(8).fill(true));
       // A pass over the whole vocabulary stays off the JS thread.
-      expect(await draw(undefined, { probabilities: true })).toEqual(Array(8).fill(false));
+      expect((await draw(undefined, { probabilities: true })).flat()).toEqual(Array(8).fill(false));
       // HEARTH_ADDON_SAMPLING=pool: every draw on the pool, as node-llama-cpp does.
-      expect(await draw("pool", {})).toEqual(Array(8).fill(false));
+      expect((await draw("pool", {})).flat()).toEqual(Array(8).fill(false));
+      // Three streams: their prompts are decoded together, and of the three draws after that decode, the first
+      // two are on the JS thread and the third on the pool; no decode is followed by more than two on the JS thread.
+      const three = await draw(undefined, {}, 3);
+      expect(three[0]).toEqual([true, true, false]);
+      for (const draws of three) expect(draws.filter(Boolean).length).toBeLessThanOrEqual(2);
+      expect(three.flat()).toHaveLength(24);
       await weights.dispose();
     } finally {
       await llama.dispose();

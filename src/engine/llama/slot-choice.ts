@@ -139,42 +139,30 @@ export function chooseSlots(
   // A state in host memory sharing enough more than any slot: the cheapest free slots take the prompt, loading it.
   const inStore = stored?.();
   if (inStore !== undefined && inStore.shared - Math.max(best, busyShared) >= MIN_COPY_GAIN) {
-    const [first, ...rest] = free.slice(0, count) as [SlotView, ...SlotView[]];
-    return {
-      primary: first.id,
-      others: rest.map((s) => s.id),
-      reusable: inStore.shared,
-      restore: inStore.id,
-    };
+    return { ...into(free, count), reusable: inStore.shared, restore: inStore.id };
   }
   // A busy slot sharing enough more: the cheapest free slots take the prompt, from a copy of its prefix.
   if (busy !== undefined && busyShared - best >= MIN_COPY_GAIN) {
-    const [first, ...rest] = free.slice(0, count) as [SlotView, ...SlotView[]];
-    return {
-      primary: first.id,
-      others: rest.map((s) => s.id),
-      reusable: busyShared,
-      source: { slot: busy.id, leased: false },
-    };
+    return { ...into(free, count), reusable: busyShared, source: { slot: busy.id, leased: false } };
   }
   // Keep a cache that goes another way than the prompt when other free slots can take the prompt (and its copies)
   // without overwriting another key's cache.
   const diverges = best < last;
   const spare = free.filter((s) => s.id !== primary.id && !heldByOtherKey(s, key));
   if (best > 0 && diverges && primary.tokens.length - best >= KEEP_SUFFIX && spare.length >= count) {
-    const [first, ...rest] = spare.slice(0, count) as [SlotView, ...SlotView[]];
-    return {
-      primary: first.id,
-      others: rest.map((s) => s.id),
-      reusable: best,
-      source: { slot: primary.id, leased: true },
-    };
+    return { ...into(spare, count), reusable: best, source: { slot: primary.id, leased: true } };
   }
   const others = free
     .filter((s) => s.id !== primary.id)
     .slice(0, count - 1)
     .map((s) => s.id);
   return { primary: primary.id, others, reusable: best };
+}
+
+/** The first `count` of these slots (at least one, cheapest first): the primary and its copies. */
+function into(slots: readonly SlotView[], count: number): { primary: number; others: number[] } {
+  const [first, ...rest] = slots.slice(0, count) as [SlotView, ...SlotView[]];
+  return { primary: first.id, others: rest.map((s) => s.id) };
 }
 
 /**

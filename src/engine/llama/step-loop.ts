@@ -195,24 +195,21 @@ export class StepLoop {
     const sequence = primary.sequence;
     let reusable = lease.reusable;
     await this.keepInStore(primary, lease);
+    // The prefix comes from a stored state or another slot's copy (a library internal, whose source may have
+    // changed since the lease was chosen). Neither should ever miss; unless the sequence then holds exactly the
+    // prompt's prefix, the whole prompt is evaluated instead.
+    let filled: boolean | undefined;
     if (lease.restore !== undefined) {
-      const loaded = (await this.options.store?.load(lease.restore, sequence)) ?? false;
+      filled = (await this.options.store?.load(lease.restore, sequence)) ?? false;
       delete lease.restore;
-      // Unless the state holds exactly the prompt's prefix (it always should), evaluate the whole prompt instead.
-      if (!loaded || commonPrefixLength(sequence.contextTokens, job.prompt) < reusable) {
-        await sequence.clearHistory();
-        reusable = 0;
-      }
     } else if (lease.source !== undefined) {
       const source = this.options.pool.slot(lease.source.slot).sequence;
-      const copied = await copySequenceState(sequence, source, reusable);
+      filled = await copySequenceState(sequence, source, reusable);
       this.options.pool.releaseSource(lease);
-      // The copy is a library internal, and its source may have changed since the lease was chosen (it never
-      // should): unless the copy holds exactly the prompt's prefix, evaluate the whole prompt instead.
-      if (!copied || commonPrefixLength(sequence.contextTokens, job.prompt) < reusable) {
-        await sequence.clearHistory();
-        reusable = 0;
-      }
+    }
+    if (filled === false || (filled && commonPrefixLength(sequence.contextTokens, job.prompt) < reusable)) {
+      await sequence.clearHistory();
+      reusable = 0;
     }
     if (sequence.nextTokenIndex > reusable) {
       await sequence.eraseContextTokenRanges([{ start: reusable, end: sequence.nextTokenIndex }]);
@@ -235,13 +232,15 @@ export class StepLoop {
     const kept = lease.source === undefined && lease.restore === undefined ? lease.reusable : 0;
     if (tokens.length - kept < MIN_COPY_GAIN) return;
     const scope = primary.scope;
-    const twin = this.options.pool.slots.some(
-      (other) =>
-        other.id !== primary.id &&
-        other.scope === scope &&
-        (!other.busy || other.started) &&
-        commonPrefixLength(other.sequence.contextTokens, tokens) === tokens.length,
-    );
+    // A view shows no tokens for a busy slot whose request has not started: what it holds is about to go.
+    const twin = this.options.pool
+      .views()
+      .some(
+        (other) =>
+          other.id !== primary.id &&
+          other.scope === scope &&
+          commonPrefixLength(other.tokens, tokens) === tokens.length,
+      );
     if (!twin) await store.save(primary.sequence, scope);
   }
 
