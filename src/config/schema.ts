@@ -489,8 +489,8 @@ export const engineSettingsSchema = z
       .enum(["auto", "tuned", "prebuilt"])
       .default("auto")
       .describe(
-        "auto: the tuned build when the engine cache has it and it is the faster one on this CPU (not with AMX), " +
-          "else the prebuilt binaries; tuned: the tuned build whenever the cache has it",
+        "auto (or tuned, the same): the tuned build when the engine cache has it, else the prebuilt binaries; " +
+          "prebuilt: never the tuned build",
       ),
     backgroundBuild: z
       .boolean()

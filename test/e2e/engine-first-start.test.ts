@@ -19,8 +19,8 @@ import {
 const MODEL = "smollm2-135m-instruct";
 const BIN = join(import.meta.dirname, "..", "..", "bin", "hearth.js");
 const cache = mkdtempSync(join(tmpdir(), "hearth-engine-cache-"));
-// tuned: as `auto` on every CPU but one with AMX, where `auto` keeps the prebuilt binaries and builds nothing.
-const env = { HEARTH_ENGINE_CACHE: cache, HEARTH_ENGINE_BACKGROUND_BUILD: "1", HEARTH_ENGINE_BUILD: "tuned" };
+// auto, the default: the tuned build when the cache has it, else the prebuilt binaries and a build in the background.
+const env = { HEARTH_ENGINE_CACHE: cache, HEARTH_ENGINE_BACKGROUND_BUILD: "1", HEARTH_ENGINE_BUILD: "auto" };
 const plan = planEngineBuild({ ...process.env, ...env });
 const builds = new Set<number>();
 

@@ -2,6 +2,7 @@
 // `hearth engine build`), /health and the engine say so, and each context keeps a persistent thread pool that a
 // decode neither creates nor joins (the prebuilt binaries create and join their workers on every decode:
 // test/model/engine-prebuilt.test.ts).
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +13,7 @@ import { loadConfig } from "../../src/config/load.js";
 import { loadLlama } from "../../src/engine/llama/backend.js";
 import {
   findEngineBuild,
+  LLAMA_CPP_PATCH_PATH,
   linkEngineBuild,
   nodeLlamaCppDir,
   planEngineBuild,
@@ -25,7 +27,7 @@ const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
 const model = { ...base, parallel: 2, contextSize: 1024 };
 const threads = () => readdirSync("/proc/self/task").length;
-/** The tuned build itself: `auto` takes it too, except on a CPU with AMX (backend.ts). */
+/** The tuned build itself (`auto` takes it too when it is cached). */
 const TUNED = { build: "tuned", threadPoolPoll: undefined } as const;
 
 beforeAll(async () => {
@@ -158,6 +160,37 @@ describe("the build's self-check", () => {
       logFile,
     });
     expect(readFileSync(logFile, "utf8")).toContain("self-check passed");
+  });
+});
+
+describe("the llama.cpp patch, compiled", () => {
+  it("makes the AMX kernels load their tile configuration from constant data, not from a half-filled stack buffer", () => {
+    // The bundled source with the patch, compiled as the tuned build compiles it on a CPU with AMX (whatever CPU
+    // runs the test: only the code is checked). Unpatched, GCC keeps only the buffer's zeroing and its palette byte,
+    // and `ldtilecfg` reads the stack (`ldtilecfg 0xc0(%rsp)`, GCC 12): the tiles stay unconfigured and the first
+    // tile instruction traps.
+    const tree = mkdtempSync(join(tmpdir(), "hearth-amx-"));
+    const git = (...args: string[]) => spawnSync("git", args, { cwd: tree, encoding: "utf8" });
+    expect(git("init", "--quiet").status).toBe(0);
+    const bundle = join(nodeLlamaCppDir(), "llama", "gitRelease.bundle");
+    expect(git("fetch", "--quiet", bundle, "HEAD").status).toBe(0);
+    expect(git("checkout", "--quiet", "FETCH_HEAD", "--", "ggml").status).toBe(0);
+    const patched = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
+      cwd: tree,
+    });
+    expect(patched.status).toBe(0);
+    const compiled = spawnSync(
+      "g++",
+      [
+        ...["-std=c++17", "-O3", "-DNDEBUG", "-march=sapphirerapids", "-S", "-o", "-"],
+        ...["-Iggml/include", "-Iggml/src", "-Iggml/src/ggml-cpu", "ggml/src/ggml-cpu/amx/mmq.cpp"],
+      ],
+      { cwd: tree, encoding: "utf8", maxBuffer: 256 * 1024 * 1024 },
+    );
+    expect(compiled.status, compiled.stderr).toBe(0);
+    const loads = compiled.stdout.split("\n").filter((line) => /\bldtilecfg\b/.test(line));
+    expect(loads.length).toBeGreaterThan(0);
+    for (const line of loads) expect(line).toMatch(/ldtilecfg\s+\S*ggml_amx_tile_config\S*\(%rip\)/);
   });
 });
 

@@ -1,11 +1,12 @@
-// The thread-pool patch still applies to the installed node-llama-cpp's addon: an upgrade that moves the code it
-// changes fails here, loudly, before a build would.
+// The engine build's patches still apply, the thread-pool patch to the installed node-llama-cpp's addon and the AMX
+// patch to the llama.cpp it bundles: an upgrade that moves the code they change fails here, loudly, before a build
+// would.
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ADDON_PATCH_PATH, nodeLlamaCppDir } from "./engine-build.js";
+import { ADDON_PATCH_PATH, LLAMA_CPP_PATCH_PATH, nodeLlamaCppDir } from "./engine-build.js";
 
 const work = mkdtempSync(join(tmpdir(), "hearth-addon-patch-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -29,5 +30,41 @@ describe("the addon patch", () => {
     expect(source).toMatch(/llama_free\(currentCtx\);\s*\}\s*ggml_threadpool\* currentThreadpool/);
     // Cheap draws on the calling thread (at most two per decode).
     expect(source).toMatch(/if \(sampleHere && samplesHere < maxSamplesHere && worker->IsCheap\(\)\)/);
+  });
+});
+
+/** `path` of the llama.cpp source in node-llama-cpp's bundle (read from the bundle's commit, nothing checked out). */
+function bundledSource(path: string): string {
+  const clone = join(work, "llama.cpp.git");
+  const bundle = join(nodeLlamaCppDir(), "llama", "gitRelease.bundle");
+  const cloned = spawnSync("git", ["clone", "--quiet", "--bare", bundle, clone], { encoding: "utf8" });
+  expect(cloned.stderr).toBe("");
+  const shown = spawnSync("git", ["--git-dir", clone, "show", `HEAD:${path}`], {
+    encoding: "utf8",
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  expect(shown.status).toBe(0);
+  return shown.stdout;
+}
+
+describe("the llama.cpp patch", () => {
+  it("applies to the bundled llama.cpp, hunk by hunk, and loads the AMX tile configuration from constant data", () => {
+    const path = "ggml/src/ggml-cpu/amx/mmq.cpp";
+    const tree = join(work, "llama.cpp");
+    mkdirSync(join(tree, "ggml/src/ggml-cpu/amx"), { recursive: true });
+    const original = bundledSource(path);
+    // The bug: the configuration filled field by field in a stack buffer (whose stores GCC drops).
+    expect(original).toMatch(/alignas\(64\) tile_config_t tc = \{\};[\s\S]*_tile_loadconfig\(&tc\);/);
+    writeFileSync(join(tree, path), original);
+    const applied = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
+      cwd: tree,
+      encoding: "utf8",
+    });
+    expect(applied.stdout + applied.stderr).not.toMatch(/FAILED|fuzz|offset|reversed/i);
+    expect(applied.status).toBe(0);
+    const source = readFileSync(join(tree, path), "utf8");
+    expect(source).toMatch(/alignas\(64\) static const tile_config_t ggml_amx_tile_config = \{/);
+    expect(source).toContain("_tile_loadconfig(&ggml_amx_tile_config);");
+    expect(source).not.toContain("tile_config_t tc");
   });
 });

@@ -4,14 +4,7 @@
 import { getLlama, getLlamaGpuTypes, type Llama, LlamaLogLevel } from "node-llama-cpp";
 import type { EngineSettings, GpuSetting } from "../../config/schema.js";
 import type { AcceleratorState, EngineBuildState } from "../types.js";
-import {
-  cpuFlags,
-  type EngineBuildPlan,
-  findEngineBuild,
-  hasAmx,
-  linkEngineBuild,
-  planEngineBuild,
-} from "./engine-build.js";
+import { type EngineBuildPlan, findEngineBuild, linkEngineBuild, planEngineBuild } from "./engine-build.js";
 
 /** `gpu: cuda` or `gpu: vulkan` was configured, and node-llama-cpp has no working prebuilt binary for it here. */
 export class GpuUnavailableError extends Error {
@@ -38,21 +31,6 @@ export class GpuUnavailableError extends Error {
  */
 export const DEFAULT_THREAD_POOL_POLL = 50;
 
-/**
- * Why `auto` keeps the prebuilt binaries on a CPU with AMX. The tuned build leaves AMX out (its kernels trap when
- * compiled here: engine-build.ts), and the prebuilt binaries' AMX kernels were the faster ones: on an Intel Xeon
- * (2 vCPU, 2026-11-27, bench/anchor.ts) prebuilt 108 tok/s at one stream, 161 at 4 and 488 at 16; the tuned build
- * 63, 92 and 128. `engine.build: tuned` still takes the tuned build there.
- */
-const AMX_REASON =
-  "this CPU has AMX, which the tuned build leaves out (the bundled llama.cpp's AMX kernels trap when compiled " +
-  "here); the prebuilt binaries' AMX kernels are faster (engine.build: tuned takes the tuned build anyway)";
-
-/** Why `settings` pass over the tuned build on a CPU with these flags, even when cached; undefined: they do not. */
-export function autoPassesOver(settings: EngineSettings, flags: readonly string[]): string | undefined {
-  return settings.build === "auto" && hasAmx(flags) ? AMX_REASON : undefined;
-}
-
 /** node-llama-cpp's Llama and which build it runs. */
 export interface LoadedLlama {
   llama: Llama;
@@ -62,8 +40,7 @@ export interface LoadedLlama {
 /**
  * node-llama-cpp's Llama on the configured backend; nothing is compiled or downloaded here (`build: "never"`).
  * On the CPU, with `engine.build: auto`, the tuned build serves when the engine cache has it for this install and
- * CPU and the CPU has no AMX (`autoPassesOver`; `tuned` takes it there too); otherwise, or when it does not load,
- * the prebuilt binaries do (`build.reason` says why). `auto` takes the GPU when a prebuilt GPU binary works here,
+ * CPU; otherwise, or when it does not load, the prebuilt binaries do (`build.reason` says why). `auto` takes the GPU when a prebuilt GPU binary works here,
  * else the CPU; an explicit GPU that does not work is a start-up error, never a silent fallback to the CPU.
  */
 export async function loadLlama(
@@ -99,8 +76,6 @@ async function loadTunedLlama(
     // An install without the patch file (native/) or without node-llama-cpp's package.json: no tuned build.
     return { reason: `no tuned build can be planned: ${err instanceof Error ? err.message : err}` };
   }
-  const passed = autoPassesOver(settings, cpuFlags());
-  if (passed !== undefined) return { key: plan.key, reason: passed };
   const record = await findEngineBuild(plan);
   if (record === undefined)
     return {

@@ -14,9 +14,20 @@ export const ADDON_PATCH_PATH = fileURLToPath(
 );
 
 /**
- * The CMake options of the tuned build. `GGML_NATIVE`: compiled for this CPU (-march=native) instead of the
- * prebuilt generic variants. `GGML_OPENMP` off: ggml's own thread pool, the one the patch keeps per context (an
- * OpenMP build ignores it and measured slower per decode: docs/models.md).
+ * The patch to the llama.cpp source node-llama-cpp bundles (one file, applied by the builder after the clone). The
+ * bundled llama.cpp (node-llama-cpp 3.22.1) fills its AMX tile configuration in a stack buffer whose stores GCC drops
+ * (it does not see that `_tile_loadconfig` reads it): the tiles stay unconfigured and the first batched decode on a
+ * -march=native build with AMX died with SIGILL (`tilezero` in `tinygemm_kernel_amx`) on an Intel Xeon, three runs
+ * out of three. The patch loads a constant configuration instead, as llama.cpp's pull request 26954 does.
+ */
+export const LLAMA_CPP_PATCH_PATH = fileURLToPath(
+  new URL("../../../native/llama-cpp-amx-tile-config.diff", import.meta.url),
+);
+
+/**
+ * The CMake options of the tuned build. `GGML_NATIVE`: compiled for this CPU (-march=native, AMX included where the
+ * CPU has it) instead of the prebuilt generic variants. `GGML_OPENMP` off: ggml's own thread pool, the one the
+ * patch keeps per context (an OpenMP build ignores it and measured slower per decode: docs/models.md).
  */
 export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.freeze({
   GGML_NATIVE: "ON",
@@ -24,33 +35,31 @@ export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.free
 });
 
 /**
- * Compiler flags that keep AMX out of a -march=native build on a CPU that has it. The llama.cpp node-llama-cpp
- * 3.22.1 bundles loads its AMX tile configuration from a stack buffer the compiler may drop, and the next tile
- * instruction then traps: measured here (Intel Xeon with amx_int8, GCC 12), the first batched decode on the tuned
- * build killed the process with SIGILL (`tilezero` in `tinygemm_kernel_amx`), three runs out of three. llama.cpp's
- * pull request 26954 fixes it upstream; until node-llama-cpp ships that, the tuned build uses AVX-512 (VNNI)
- * kernels.
+ * Compiler flags that keep AVX512-FP16 out of a -march=native build on a CPU that has it (Intel Xeon since Sapphire
+ * Rapids). With it, the bundled ggml does its F16 vector arithmetic in 32-lane half-precision registers and 128
+ * elements per loop step (`GGML_F16_STEP`, simd-mappings.h), and a dot product shorter than a step runs entirely in
+ * its scalar remainder loop: flash attention's F16 products over a 64-wide head (SmolLM2's) then ran scalar. Measured
+ * on an Intel Xeon (2 vCPU, 2026-11-28, bench/anchor.ts), the tuned build with it made 100 tok/s at one stream and
+ * 171 at 16 where the prebuilt binaries (whose Sapphire Rapids variant leaves FP16 out) made 83 and 395. Without it
+ * the F16 products convert to F32 in 16-lane steps, as on every other AVX-512 CPU.
  */
-const NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
-
-/** Whether a CPU with these feature flags (/proc/cpuinfo's names) has AMX. */
-export function hasAmx(flags: readonly string[]): boolean {
-  return flags.some((flag) => flag.startsWith("amx"));
-}
+const NO_FP16_FLAGS = "-mno-avx512fp16";
 
 /**
- * The tuned build's CMake options on a CPU with these feature flags (/proc/cpuinfo's names). The flags go into the
- * Release configuration's (with CMake's own Release defaults): cmake-js sets CMAKE_CXX_FLAGS itself, over ours.
+ * The tuned build's CMake options on a CPU with these feature flags (/proc/cpuinfo's names). Extra compiler flags go
+ * into the Release configuration's (with CMake's own Release defaults): cmake-js sets CMAKE_CXX_FLAGS itself, over
+ * ours.
  */
 export function tunedCmakeOptions(flags: readonly string[]): Readonly<Record<string, string>> {
-  if (!hasAmx(flags)) return TUNED_CMAKE_OPTIONS;
-  const release = `-O3 -DNDEBUG ${NO_AMX_FLAGS}`;
+  if (!flags.includes("avx512_fp16")) return TUNED_CMAKE_OPTIONS;
+  const release = `-O3 -DNDEBUG ${NO_FP16_FLAGS}`;
   return { ...TUNED_CMAKE_OPTIONS, CMAKE_C_FLAGS_RELEASE: release, CMAKE_CXX_FLAGS_RELEASE: release };
 }
 
 /** What one tuned build is keyed by: a change to any of them means another build. */
 export interface EngineBuildKeyParts {
   nodeLlamaCppVersion: string;
+  /** The patches' text (the addon's and llama.cpp's). */
   patch: string;
   cmakeOptions: Readonly<Record<string, string>>;
   platform: string;
@@ -121,7 +130,7 @@ export function planEngineBuild(env: NodeJS.ProcessEnv = process.env): EngineBui
   const nodeLlamaCppVersion = (
     JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")) as { version: string }
   ).version;
-  const patch = readFileSync(ADDON_PATCH_PATH, "utf8");
+  const patch = [ADDON_PATCH_PATH, LLAMA_CPP_PATCH_PATH].map((path) => readFileSync(path, "utf8")).join("\n");
   const cacheRoot = engineCacheRoot(env);
   const flags = cpuFlags();
   const cmakeOptions = tunedCmakeOptions(flags);

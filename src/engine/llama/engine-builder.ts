@@ -13,6 +13,7 @@ import {
   type EngineBuildRecord,
   engineCacheRoot,
   findEngineBuild,
+  LLAMA_CPP_PATCH_PATH,
   nodeLlamaCppDir,
   RECORD_FILE,
 } from "./engine-build.js";
@@ -296,10 +297,6 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
       env: process.env,
       logFile,
     });
-    log(
-      `compiling llama.cpp and the addon for this CPU (log: ${logFile}); ` +
-        "this takes 3-6 minutes on 2 idle cores, longer on busy ones",
-    );
     const env: NodeJS.ProcessEnv = { ...(options.env ?? process.env) };
     // The package's own bundle and nothing else: no release override, no download fallback.
     delete env.NODE_LLAMA_CPP_REPO;
@@ -308,26 +305,40 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
       if (name.startsWith("NODE_LLAMA_CPP_CMAKE_OPTION_")) delete env[name];
     for (const [name, value] of Object.entries(plan.cmakeOptions))
       env[`NODE_LLAMA_CPP_CMAKE_OPTION_${name}`] = value;
-    let lastReported = 0;
-    await run(
-      process.execPath,
-      [join(copy, "dist", "cli", "cli.js"), "source", "download", "--gpu", "false", "--noUsageExample"],
-      {
-        cwd: copy,
-        env,
-        logFile,
-        onLine: (line) => {
-          // ninja's "[n/total]": a line every 10 %.
-          const step = /^\[(\d+)\/(\d+)\]/.exec(line);
-          if (step === null) return;
-          const percent = Math.floor((Number(step[1]) / Number(step[2])) * 10) * 10;
-          if (percent > lastReported) {
-            lastReported = percent;
-            log(`compiling: ${percent} %`);
-          }
-        },
-      },
+    const cli = join(copy, "dist", "cli", "cli.js");
+    // The clone first (from the bundle, with node-llama-cpp's own patches), then Hearth's patch to llama.cpp, then
+    // the compile of that source.
+    await run(process.execPath, [cli, "source", "download", "--skipBuild", "--noUsageExample"], {
+      cwd: copy,
+      env,
+      logFile,
+    });
+    log("applying the AMX tile-configuration patch to llama.cpp");
+    await run("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
+      cwd: join(copy, "llama", "llama.cpp"),
+      env: process.env,
+      logFile,
+    });
+    log(
+      `compiling llama.cpp and the addon for this CPU (log: ${logFile}); ` +
+        "this takes 3-6 minutes on 2 idle cores, longer on busy ones",
     );
+    let lastReported = 0;
+    await run(process.execPath, [cli, "source", "build", "--gpu", "false", "--noUsageExample"], {
+      cwd: copy,
+      env,
+      logFile,
+      onLine: (line) => {
+        // ninja's "[n/total]": a line every 10 %.
+        const step = /^\[(\d+)\/(\d+)\]/.exec(line);
+        if (step === null) return;
+        const percent = Math.floor((Number(step[1]) / Number(step[2])) * 10) * 10;
+        if (percent > lastReported) {
+          lastReported = percent;
+          log(`compiling: ${percent} %`);
+        }
+      },
+    });
     const localBuilds = join(copy, "llama", "localBuilds");
     const folders = [];
     for (const name of await readdir(localBuilds)) {
