@@ -76,7 +76,10 @@ beforeAll(async () => {
     `      endpoints: [{ url: "${server.baseUrl}" }]`,
     `      kind: ${kind}`,
     "      maxInFlight: 4",
-    "      probeIntervalMs: 500",
+    // The default interval, so each probe may take the full second (PROBE_TIMEOUT_MS): two vLLMs on two cores
+    // starve their API servers while one generates, and a 500 ms probe then timed out and ejected a live vLLM
+    // (CI, Intel Xeon, 2026-11-28).
+    "      probeIntervalMs: 2000",
   ];
   writeFileSync(
     config,

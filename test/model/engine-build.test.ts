@@ -164,7 +164,7 @@ describe("the build's self-check", () => {
 });
 
 describe("the llama.cpp patch, compiled", () => {
-  it("makes the AMX kernels load their tile configuration from constant data, not from a half-filled stack buffer", () => {
+  it("makes the AMX kernels load their tile configuration from constant data, not a half-filled stack buffer", () => {
     // The bundled source with the patch, compiled as the tuned build compiles it on a CPU with AMX (whatever CPU
     // runs the test: only the code is checked). Unpatched, GCC keeps only the buffer's zeroing and its palette byte,
     // and `ldtilecfg` reads the stack (`ldtilecfg 0xc0(%rsp)`, GCC 12): the tiles stay unconfigured and the first

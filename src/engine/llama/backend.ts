@@ -39,9 +39,10 @@ export interface LoadedLlama {
 
 /**
  * node-llama-cpp's Llama on the configured backend; nothing is compiled or downloaded here (`build: "never"`).
- * On the CPU, with `engine.build: auto`, the tuned build serves when the engine cache has it for this install and
- * CPU; otherwise, or when it does not load, the prebuilt binaries do (`build.reason` says why). `auto` takes the GPU when a prebuilt GPU binary works here,
- * else the CPU; an explicit GPU that does not work is a start-up error, never a silent fallback to the CPU.
+ * On the CPU, with `engine.build: auto` (or `tuned`, the same), the tuned build serves when the engine cache has it
+ * for this install and CPU; otherwise, or when it does not load, the prebuilt binaries do (`build.reason` says
+ * why). `auto` takes the GPU when a prebuilt GPU binary works here, else the CPU; an explicit GPU that does not
+ * work is a start-up error, never a silent fallback to the CPU.
  */
 export async function loadLlama(
   gpu: GpuSetting,

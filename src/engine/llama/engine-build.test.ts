@@ -69,7 +69,7 @@ describe("the engine cache", () => {
   afterAll(() => rmSync(root, { recursive: true, force: true }));
   const env = { HEARTH_ENGINE_CACHE: root };
 
-  it("keeps AVX512-FP16 out of the build on a CPU that has it (its 128-element F16 steps leave short dots scalar)", () => {
+  it("keeps AVX512-FP16 out on a CPU that has it (its 128-element F16 steps leave short dots scalar)", () => {
     const epyc = ["fpu", "avx512f", "avx512_vnni", "avx512_bf16"];
     expect(tunedCmakeOptions(epyc)).toEqual(TUNED_CMAKE_OPTIONS);
     const xeon = [...epyc, "avx512_fp16", "amx_tile", "amx_int8"];

@@ -39,9 +39,10 @@ export const TUNED_CMAKE_OPTIONS: Readonly<Record<string, string>> = Object.free
  * Rapids). With it, the bundled ggml does its F16 vector arithmetic in 32-lane half-precision registers and 128
  * elements per loop step (`GGML_F16_STEP`, simd-mappings.h), and a dot product shorter than a step runs entirely in
  * its scalar remainder loop: flash attention's F16 products over a 64-wide head (SmolLM2's) then ran scalar. Measured
- * on an Intel Xeon (2 vCPU, 2026-11-28, bench/anchor.ts), the tuned build with it made 100 tok/s at one stream and
- * 171 at 16 where the prebuilt binaries (whose Sapphire Rapids variant leaves FP16 out) made 83 and 395. Without it
- * the F16 products convert to F32 in 16-lane steps, as on every other AVX-512 CPU.
+ * on an Intel Xeon (2 vCPU, 2026-11-28, bench/anchor.ts), the tuned build with it made 0.68 of llama-server's tok/s
+ * at one stream and 0.43 at 16, without it 1.06 and 1.00 (the prebuilt binaries, whose Sapphire Rapids variant
+ * leaves FP16 out: 0.59 and 1.02). Without it the F16 products convert to F32 in 16-lane steps, as on every other
+ * AVX-512 CPU.
  */
 const NO_FP16_FLAGS = "-mno-avx512fp16";
 
