@@ -3,7 +3,7 @@
 // decode neither creates nor joins (the prebuilt binaries create and join their workers on every decode:
 // test/model/engine-prebuilt.test.ts).
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LlamaContext } from "node-llama-cpp";
@@ -164,12 +164,14 @@ describe("the build's self-check", () => {
 });
 
 describe("the llama.cpp patch, compiled", () => {
+  const tree = mkdtempSync(join(tmpdir(), "hearth-amx-"));
+  afterAll(() => rmSync(tree, { recursive: true, force: true }));
+
   it("makes the AMX kernels load their tile configuration from constant data, not a half-filled stack buffer", () => {
     // The bundled source with the patch, compiled as the tuned build compiles it on a CPU with AMX (whatever CPU
     // runs the test: only the code is checked). Unpatched, GCC keeps only the buffer's zeroing and its palette byte,
     // and `ldtilecfg` reads the stack (`ldtilecfg 0xc0(%rsp)`, GCC 12): the tiles stay unconfigured and the first
     // tile instruction traps.
-    const tree = mkdtempSync(join(tmpdir(), "hearth-amx-"));
     const git = (...args: string[]) => spawnSync("git", args, { cwd: tree, encoding: "utf8" });
     expect(git("init", "--quiet").status).toBe(0);
     const bundle = join(nodeLlamaCppDir(), "llama", "gitRelease.bundle");
