@@ -18,9 +18,10 @@ import {
   nodeLlamaCppDir,
   planEngineBuild,
 } from "../../src/engine/llama/engine-build.js";
-import { selfCheck } from "../../src/engine/llama/engine-builder.js";
+import { engineBuildLogPath, selfCheck } from "../../src/engine/llama/engine-builder.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import { generatedText } from "../support/generation-request.js";
+import { checkoutBundledLlamaCpp } from "../support/llama-cpp-bundle.js";
 
 const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
@@ -163,6 +164,19 @@ describe("the build's self-check", () => {
   });
 });
 
+describe("the cached build's log", () => {
+  it("shows both patches applied before anything was compiled: the addon's, then llama.cpp's on the clone", () => {
+    const lines = readFileSync(engineBuildLogPath(planEngineBuild()), "utf8").split("\n");
+    const at = (line: string) => lines.indexOf(line);
+    const firstCompile = lines.findIndex((line) => /^\[\d+\/\d+\]/.test(line));
+    expect(at("patching file addon/AddonContext.cpp")).toBeGreaterThan(0);
+    expect(at("patching file ggml/src/ggml-cpu/amx/mmq.cpp")).toBeGreaterThan(
+      at("patching file addon/AddonContext.cpp"),
+    );
+    expect(firstCompile).toBeGreaterThan(at("patching file ggml/src/ggml-cpu/amx/mmq.cpp"));
+  });
+});
+
 describe("the llama.cpp patch, compiled", () => {
   const tree = mkdtempSync(join(tmpdir(), "hearth-amx-"));
   afterAll(() => rmSync(tree, { recursive: true, force: true }));
@@ -172,11 +186,7 @@ describe("the llama.cpp patch, compiled", () => {
     // runs the test: only the code is checked). Unpatched, GCC keeps only the buffer's zeroing and its palette byte,
     // and `ldtilecfg` reads the stack (`ldtilecfg 0xc0(%rsp)`, GCC 12): the tiles stay unconfigured and the first
     // tile instruction traps.
-    const git = (...args: string[]) => spawnSync("git", args, { cwd: tree, encoding: "utf8" });
-    expect(git("init", "--quiet").status).toBe(0);
-    const bundle = join(nodeLlamaCppDir(), "llama", "gitRelease.bundle");
-    expect(git("fetch", "--quiet", bundle, "HEAD").status).toBe(0);
-    expect(git("checkout", "--quiet", "FETCH_HEAD", "--", "ggml").status).toBe(0);
+    checkoutBundledLlamaCpp(tree, ["ggml"]);
     const patched = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
       cwd: tree,
     });

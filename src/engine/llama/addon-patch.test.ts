@@ -2,10 +2,11 @@
 // patch to the llama.cpp it bundles: an upgrade that moves the code they change fails here, loudly, before a build
 // would.
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { checkoutBundledLlamaCpp } from "../../../test/support/llama-cpp-bundle.js";
 import { ADDON_PATCH_PATH, LLAMA_CPP_PATCH_PATH, nodeLlamaCppDir } from "./engine-build.js";
 
 const work = mkdtempSync(join(tmpdir(), "hearth-addon-patch-"));
@@ -33,29 +34,16 @@ describe("the addon patch", () => {
   });
 });
 
-/** `path` of the llama.cpp source in node-llama-cpp's bundle (read from the bundle's commit, nothing checked out). */
-function bundledSource(path: string): string {
-  const clone = join(work, "llama.cpp.git");
-  const bundle = join(nodeLlamaCppDir(), "llama", "gitRelease.bundle");
-  const cloned = spawnSync("git", ["clone", "--quiet", "--bare", bundle, clone], { encoding: "utf8" });
-  expect(cloned.stderr).toBe("");
-  const shown = spawnSync("git", ["--git-dir", clone, "show", `HEAD:${path}`], {
-    encoding: "utf8",
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  expect(shown.status).toBe(0);
-  return shown.stdout;
-}
-
 describe("the llama.cpp patch", () => {
   it("applies to the bundled llama.cpp, hunk by hunk, and loads the AMX tile configuration from constant data", () => {
     const path = "ggml/src/ggml-cpu/amx/mmq.cpp";
     const tree = join(work, "llama.cpp");
-    mkdirSync(join(tree, "ggml/src/ggml-cpu/amx"), { recursive: true });
-    const original = bundledSource(path);
+    mkdirSync(tree);
+    checkoutBundledLlamaCpp(tree, [path]);
     // The bug: the configuration filled field by field in a stack buffer (whose stores GCC drops).
-    expect(original).toMatch(/alignas\(64\) tile_config_t tc = \{\};[\s\S]*_tile_loadconfig\(&tc\);/);
-    writeFileSync(join(tree, path), original);
+    expect(readFileSync(join(tree, path), "utf8")).toMatch(
+      /alignas\(64\) tile_config_t tc = \{\};[\s\S]*_tile_loadconfig\(&tc\);/,
+    );
     const applied = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
       cwd: tree,
       encoding: "utf8",
