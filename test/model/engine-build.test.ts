@@ -30,6 +30,8 @@ const model = { ...base, parallel: 2, contextSize: 1024 };
 const threads = () => readdirSync("/proc/self/task").length;
 /** The tuned build itself (`auto` takes it too when it is cached). */
 const TUNED = { build: "tuned", threadPoolPoll: undefined } as const;
+/** One prompt per stream: their greedy continuations differ. */
+const PROMPTS = ["Once upon a time", "The best way to cook rice is", "Dear diary, today I"];
 
 beforeAll(async () => {
   if ((await findEngineBuild(planEngineBuild())) === undefined)
@@ -105,43 +107,80 @@ function watchDraws(context: LlamaContext): boolean[][] {
 }
 
 describe("the tuned build's draws", () => {
-  it("draws a cheap token on the JS thread, and one that returns probabilities on libuv's pool", async () => {
+  /** A context created with `env` set (the addon reads it then), and the draws of `streams` streams of 8 tokens. */
+  async function draws(options: {
+    env?: Record<string, string>;
+    metadata?: { probabilities?: boolean };
+    temperature?: number;
+    streams?: number;
+    tokens?: number;
+  }) {
     const { llama } = await loadLlama(false, 2, TUNED);
     try {
       const weights = await llama.loadModel({ modelPath: await ensureModelFile(model, config) });
-      const draw = async (env: string | undefined, metadata: { probabilities?: boolean }, streams = 1) => {
-        if (env === undefined) delete process.env.HEARTH_ADDON_SAMPLING;
-        else process.env.HEARTH_ADDON_SAMPLING = env;
-        const context = await weights.createContext({ sequences: streams, contextSize: 512, threads: 2 });
-        delete process.env.HEARTH_ADDON_SAMPLING;
-        const perDecode = watchDraws(context);
-        const prompt = weights.tokenize("Once upon a time");
-        const stream = async () => {
-          let tokens = 0;
-          const sequence = context.getSequence();
-          for await (const _ of sequence.evaluateWithMetadata(prompt, metadata, { temperature: 0 })) {
-            if (++tokens === 8) break;
-          }
-        };
-        await Promise.all(Array.from({ length: streams }, stream));
-        await context.dispose();
-        return perDecode;
+      const streams = options.streams ?? 1;
+      const env = options.env ?? {};
+      for (const [name, value] of Object.entries(env)) process.env[name] = value;
+      const context = await weights.createContext({ sequences: streams, contextSize: 512, threads: 2 });
+      for (const name of Object.keys(env)) delete process.env[name];
+      const perDecode = watchDraws(context);
+      const stream = async (i: number) => {
+        const tokens: number[] = [];
+        const sequence = context.getSequence();
+        const prompt = weights.tokenize(PROMPTS[i % PROMPTS.length] as string);
+        for await (const { token } of sequence.evaluateWithMetadata(prompt, options.metadata ?? {}, {
+          temperature: options.temperature ?? 0,
+          seed: 7,
+        })) {
+          tokens.push(token);
+          if (tokens.length === (options.tokens ?? 8)) break;
+        }
+        return tokens;
       };
-      expect((await draw(undefined, {})).flat()).toEqual(Array(8).fill(true));
-      // A pass over the whole vocabulary stays off the JS thread.
-      expect((await draw(undefined, { probabilities: true })).flat()).toEqual(Array(8).fill(false));
-      // HEARTH_ADDON_SAMPLING=pool: every draw on the pool, as node-llama-cpp does.
-      expect((await draw("pool", {})).flat()).toEqual(Array(8).fill(false));
-      // Three streams: their prompts are decoded together, and of the three draws after that decode, the first
-      // two are on the JS thread and the third on the pool; no decode is followed by more than two on the JS thread.
-      const three = await draw(undefined, {}, 3);
-      expect(three[0]).toEqual([true, true, false]);
-      for (const draws of three) expect(draws.filter(Boolean).length).toBeLessThanOrEqual(2);
-      expect(three.flat()).toHaveLength(24);
+      const tokens = await Promise.all(Array.from({ length: streams }, (_, i) => stream(i)));
+      await context.dispose();
       await weights.dispose();
+      return { perDecode, tokens };
     } finally {
       await llama.dispose();
     }
+  }
+
+  it("draws a cheap token on the JS thread, and one that returns probabilities on libuv's pool", async () => {
+    expect((await draws({})).perDecode.flat()).toEqual(Array(8).fill(true));
+    // A pass over the whole vocabulary stays off the JS thread.
+    expect((await draws({ metadata: { probabilities: true } })).perDecode.flat()).toEqual(
+      Array(8).fill(false),
+    );
+    // HEARTH_ADDON_SAMPLING=pool: every draw on the pool, as node-llama-cpp does.
+    const pool = await draws({ env: { HEARTH_ADDON_SAMPLING: "pool" } });
+    expect(pool.perDecode.flat()).toEqual(Array(8).fill(false));
+  });
+
+  it("keeps at most two draws of a decode on the JS thread, unless they are argmax draws", async () => {
+    // Temperature 1: three streams' prompts are decoded together, and of the three draws after that decode, the
+    // first two are on the JS thread and the third on the pool; no decode is followed by more than two on it.
+    const drawn = await draws({ temperature: 1, streams: 3 });
+    expect(drawn.perDecode[0]).toEqual([true, true, false]);
+    for (const after of drawn.perDecode) expect(after.filter(Boolean).length).toBeLessThanOrEqual(2);
+    expect(drawn.perDecode.flat()).toHaveLength(24);
+    // Temperature 0: an argmax over the logits, every one on the JS thread.
+    const argmax = await draws({ streams: 3 });
+    expect(argmax.perDecode.flat()).toEqual(Array(24).fill(true));
+    // HEARTH_ADDON_ARGMAX=0: greedy draws through the sampler chain, which are capped as any other.
+    const chain = await draws({ streams: 3, env: { HEARTH_ADDON_ARGMAX: "0" } });
+    expect(chain.perDecode[0]).toEqual([true, true, false]);
+  });
+
+  it("picks by argmax the tokens the sampler chain's greedy draw picks", async () => {
+    const run = (env: Record<string, string>) => draws({ env, streams: 3, tokens: 48 });
+    const argmax = await run({});
+    const chain = await run({ HEARTH_ADDON_ARGMAX: "0" });
+    expect(argmax.tokens.map((t) => t.length)).toEqual([48, 48, 48]);
+    expect(argmax.tokens).toEqual(chain.tokens);
+    // Greedy through the chain with probabilities returned (node-llama-cpp's own full draw) agrees too.
+    const full = await draws({ metadata: { probabilities: true }, tokens: 48 });
+    expect(full.tokens[0]).toEqual(argmax.tokens[0]);
   });
 });
 

@@ -29,8 +29,12 @@ describe("the addon patch", () => {
       /contextLoaded = context->ctx != nullptr;\s*if \(context->contextLoaded\) \{\s*context->attachThreadpool\(\);/,
     );
     expect(source).toMatch(/llama_free\(currentCtx\);\s*\}\s*ggml_threadpool\* currentThreadpool/);
-    // Cheap draws on the calling thread (at most two per decode).
-    expect(source).toMatch(/if \(sampleHere && samplesHere < maxSamplesHere && worker->IsCheap\(\)\)/);
+    // Cheap draws on the calling thread (at most two per decode, unless an argmax), an argmax before the chain.
+    expect(source).toMatch(
+      /if \(sampleHere && worker->IsCheap\(\) && \(worker->IsArgmax\(\) \|\| samplesHere < maxSamplesHere\)\)/,
+    );
+    const argmax = /if \(IsArgmax\(\) && hearthArgmaxToken\([^)]*\)\) \{[^}]*\}\s*llama_token_data_array cur_p;/;
+    expect(source).toMatch(new RegExp(`${argmax.source}\\s*sampler->sampleAndReleaseLock`));
   });
 });
 
