@@ -1,10 +1,12 @@
-// Test tiers as vitest projects, chosen by folder. `npm test` runs every tier but the fleet's, one after another
-// (unit, integration, model, e2e, clients); `.ci/run` runs the fleet's after it (`npm run test:fleet`); `npm run
-// test:<tier>` (or `npx vitest run --project <tier>`) runs one.
+// Test tiers as vitest projects, chosen by folder. `npm test` runs every tier but the conformance and fleet ones,
+// one after another (unit, integration, model, e2e, clients); `.ci/run` runs those two after it (`npm run
+// test:conformance`, `npm run test:fleet`); `npm run test:<tier>` (or `npx vitest run --project <tier>`) runs one.
 // - unit: next to the code (src/**) and test/unit, test/support: model-free, server-free, under a minute;
 // - integration (test/integration): PostgreSQL and Redis servers (suites run on PGlite and PostgreSQL too);
-// - model (test/model, test/conformance): the real model, loaded in the test's process or by a `hearth serve`
-//   the test drives with the openai client;
+// - model (test/model): the real model, loaded in the test's process or by a `hearth serve` the test drives with
+//   the openai client;
+// - conformance (test/conformance): the API's behaviours on both model families (SmolLM2 and Gemma 3), each file
+//   loading both: 208 s of a 1,075 s run on an Intel Xeon (2026-11-28), so `npm test` leaves them to `.ci/run`;
 // - e2e (test/e2e): whole deployments: the CLI against server processes, replicas sharing stores, shutdown,
 //   Chromium;
 // - fleet (test/fleet): the gateway in front of real upstream engines (vLLM, llama-server, other `hearth serve`
@@ -19,7 +21,8 @@ import { configDefaults, defineConfig } from "vitest/config";
 
 const UNIT = ["src/**/*.test.{ts,tsx}", "test/unit/**/*.test.ts", "test/support/**/*.test.ts"];
 const INTEGRATION = ["test/integration/**/*.test.ts"];
-const MODEL = ["test/model/**/*.test.ts", "test/conformance/**/*.test.ts"];
+const MODEL = ["test/model/**/*.test.ts"];
+const CONFORMANCE = ["test/conformance/**/*.test.ts"];
 const E2E = ["test/e2e/**/*.test.ts"];
 const CLIENTS = ["test/clients/**/*.test.ts"];
 const FLEET = ["test/fleet/**/*.test.ts"];
@@ -75,9 +78,23 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: "conformance",
+          include: CONFORMANCE,
+          // As the model tier: the models take every core.
+          fileParallelism: false,
+          sequence: { groupOrder: 6 },
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: "e2e",
           include: E2E,
-          fileParallelism: false,
+          // Two files at a time: they mostly wait (processes starting and draining, a stopped database, Chromium),
+          // and each has its own server processes, data dirs, PostgreSQL database (or private PostgreSQL and
+          // Redis) and ports, so two on two cores took the tier from 308 s to 217 s (Intel Xeon, 2026-11-28).
+          fileParallelism: true,
+          maxWorkers: 2,
           sequence: { groupOrder: 3 },
         },
       },
