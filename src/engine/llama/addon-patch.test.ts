@@ -1,4 +1,4 @@
-// The engine build's patches still apply, the thread-pool patch to the installed node-llama-cpp's addon and the AMX
+// The engine build's patches still apply, the addon patch to the installed node-llama-cpp's addon and the AMX
 // patch to the llama.cpp it bundles: an upgrade that moves the code they change fails here, loudly, before a build
 // would.
 import { spawnSync } from "node:child_process";

@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 
 /** The patch to node-llama-cpp's addon (one file, applied by the builder). */
 export const ADDON_PATCH_PATH = fileURLToPath(
-  new URL("../../../native/node-llama-cpp-threadpool.diff", import.meta.url),
+  new URL("../../../native/node-llama-cpp-addon.diff", import.meta.url),
 );
 
 /**

@@ -291,7 +291,7 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
       },
     });
     await symlink(dirname(packageDir), join(work, "node_modules"), "dir");
-    log("applying the thread-pool patch to node-llama-cpp's addon");
+    log("applying Hearth's patch to node-llama-cpp's addon (thread pool, decode thread, draws)");
     await run("patch", ["-p1", "--forward", "--batch", "-i", ADDON_PATCH_PATH], {
       cwd: join(copy, "llama"),
       env: process.env,
