@@ -33,7 +33,8 @@ describe("the addon patch", () => {
     expect(source).toMatch(
       /if \(sampleHere && worker->IsCheap\(\) && \(worker->IsArgmax\(\) \|\| samplesHere < maxSamplesHere\)\)/,
     );
-    const argmax = /if \(IsArgmax\(\) && hearthArgmaxToken\([^)]*\)\) \{[^}]*\}\s*llama_token_data_array cur_p;/;
+    const argmax =
+      /if \(IsArgmax\(\) && hearthArgmaxToken\([^)]*\)\) \{[^}]*\}\s*llama_token_data_array cur_p;/;
     expect(source).toMatch(new RegExp(`${argmax.source}\\s*sampler->sampleAndReleaseLock`));
   });
 });
