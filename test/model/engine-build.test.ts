@@ -121,8 +121,11 @@ describe("the tuned build's draws", () => {
       const streams = options.streams ?? 1;
       const env = options.env ?? {};
       for (const [name, value] of Object.entries(env)) process.env[name] = value;
-      const context = await weights.createContext({ sequences: streams, contextSize: 512, threads: 2 });
-      for (const name of Object.keys(env)) delete process.env[name];
+      const context = await weights
+        .createContext({ sequences: streams, contextSize: 512, threads: 2 })
+        .finally(() => {
+          for (const name of Object.keys(env)) delete process.env[name];
+        });
       const perDecode = watchDraws(context);
       const stream = async (i: number) => {
         const tokens: number[] = [];
