@@ -107,7 +107,7 @@ function watchDraws(context: LlamaContext): boolean[][] {
 }
 
 describe("the tuned build's draws", () => {
-  /** A context created with `env` set (the addon reads it then), and the draws of `streams` streams of 8 tokens. */
+  /** A context created with `env` set (the addon reads it then); the draws and tokens of its streams (8 each). */
   async function draws(options: {
     env?: Record<string, string>;
     metadata?: { probabilities?: boolean };
