@@ -35,6 +35,8 @@ export interface AnchorOptions {
   polls?: number[];
   /** Hearth's prefillChunk values, one Hearth side each (with every build and poll); default the config's. */
   prefillChunks?: number[];
+  /** Hearth's prefillStretch values, one Hearth side each (with every build, poll and chunk); default the config's. */
+  prefillStretches?: number[];
   /** Hearth's promptCacheMiB values, one Hearth side each (with every other choice); default the config's. */
   promptCaches?: number[];
   /**
@@ -112,6 +114,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
       engine: NonNullable<DefaultServerOptions["engine"]>;
       label: string;
       prefillChunk?: number;
+      prefillStretch?: number;
       promptCacheMiB?: number;
       env?: Record<string, string>;
     };
@@ -130,6 +133,13 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         ),
       )
       .flatMap((w): Wanted[] =>
+        (options.prefillStretches ?? [undefined]).map((stretch) =>
+          stretch === undefined
+            ? w
+            : { ...w, label: `${w.label} stretch ${stretch}`, prefillStretch: stretch },
+        ),
+      )
+      .flatMap((w): Wanted[] =>
         (options.promptCaches ?? [undefined]).map((mib) =>
           mib === undefined ? w : { ...w, label: `${w.label} prompt cache ${mib} MiB`, promptCacheMiB: mib },
         ),
@@ -139,7 +149,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
           env === undefined ? w : { ...w, label: `${w.label}${envLabel(env)}`, env },
         ),
       );
-    for (const { engine, label, prefillChunk, promptCacheMiB, env } of wanted) {
+    for (const { engine, label, prefillChunk, prefillStretch, promptCacheMiB, env } of wanted) {
       const server = await startDefaultServer({
         model,
         parallel,
@@ -147,6 +157,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         threads,
         engine,
         ...(prefillChunk === undefined ? {} : { prefillChunk }),
+        ...(prefillStretch === undefined ? {} : { prefillStretch }),
         ...(promptCacheMiB === undefined ? {} : { promptCacheMiB }),
         ...(env === undefined ? {} : { env }),
       });
@@ -297,6 +308,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const polls = process.env.BENCH_ANCHOR_POLLS?.split(",").map(Number);
   const builds = process.env.BENCH_ANCHOR_BUILDS?.split(",") as AnchorOptions["builds"];
   const prefillChunks = process.env.BENCH_ANCHOR_PREFILL?.split(",").map(Number);
+  const prefillStretches = process.env.BENCH_ANCHOR_STRETCH?.split(",").map(Number);
   const envs = parseAnchorEnvs(process.env);
   const promptCaches = process.env.BENCH_ANCHOR_PROMPT_CACHE?.split(",").map(Number);
   benchAnchor({
@@ -306,6 +318,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     ...(polls === undefined ? {} : { polls }),
     ...(builds === undefined ? {} : { builds }),
     ...(prefillChunks === undefined ? {} : { prefillChunks }),
+    ...(prefillStretches === undefined ? {} : { prefillStretches }),
     ...(envs === undefined ? {} : { envs }),
     ...(promptCaches === undefined ? {} : { promptCaches }),
   }).then(

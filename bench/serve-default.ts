@@ -13,6 +13,8 @@ export interface DefaultServerOptions {
   threads: number;
   /** Prompt tokens per engine step while others generate (the model's `prefillChunk`); default the config's. */
   prefillChunk?: number;
+  /** How much longer a step carrying prompt tokens may take (the model's `prefillStretch`); default the config's. */
+  prefillStretch?: number;
   /** Host memory for prompt states beyond the slots (the model's `promptCacheMiB`); default the config's. */
   promptCacheMiB?: number;
   /** The `engine:` block: which llama.cpp build serves (default auto: the tuned build when cached). */
@@ -40,6 +42,7 @@ export async function startDefaultServer(options: DefaultServerOptions): Promise
           parallel: options.parallel,
           maxQueue: options.maxQueue,
           ...(options.prefillChunk === undefined ? {} : { prefillChunk: options.prefillChunk }),
+          ...(options.prefillStretch === undefined ? {} : { prefillStretch: options.prefillStretch }),
           ...(options.promptCacheMiB === undefined ? {} : { promptCacheMiB: options.promptCacheMiB }),
         },
       ],

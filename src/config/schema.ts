@@ -63,7 +63,20 @@ export const modelConfigSchema = z
     threads: z.number().int().min(0).max(256).default(0).describe("0 = the cores this process may use"),
     gpuLayers: gpuLayersSchema.default("auto").describe("layers offloaded to the GPU (ignored on the CPU)"),
     batchSize: z.number().int().min(16).max(8192).default(512),
-    prefillChunk: z.number().int().min(16).max(8192).default(128).describe("prompt tokens per engine step"),
+    prefillChunk: z
+      .number()
+      .int()
+      .min(16)
+      .max(8192)
+      .default(128)
+      .describe("most prompt tokens per engine step while other requests generate"),
+    prefillStretch: z
+      .union([z.literal(0), z.number().min(1).max(100)])
+      .default(1.4)
+      .describe(
+        "a step that carries prompt tokens while others generate takes at most this many times a step that only " +
+          "generates (learned on this machine), but for a few steps in a hundred; 0 = always prefillChunk",
+      ),
     promptCacheMiB: z
       .number()
       .int()

@@ -611,4 +611,45 @@ describe("llama engine on the real model", () => {
     // 600+ prompt tokens in chunks of 64: the running stream gets a token at every chunk step.
     expect(oldBetween).toBeGreaterThanOrEqual(5);
   });
+
+  it("once steps with prompts have stretched, splits a prompt that joins a generating stream finer than prefillChunk", async () => {
+    const stop = new AbortController();
+    const decoder = await generate(
+      engine,
+      request("Tell me a long story.", {
+        sampling: sampling({ maxTokens: 600, ignoreEos: true }),
+        signal: stop.signal,
+      }),
+    );
+    const order: string[] = [];
+    const decoding = (async () => {
+      for await (const e of decoder.events) if (e.type === "delta") order.push("old");
+    })();
+    await until(() => order.length > 8, "the first stream decodes");
+    const sentence = "The quick brown fox jumps over the lazy dog. ".repeat(8);
+    const between: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      // Each in its own cache scope: about 100 tokens to evaluate every time.
+      const newcomer = await generate(
+        engine,
+        request(`${i}. ${sentence}`, {
+          cacheScope: `org_stretch_${i}`,
+          sampling: sampling({ maxTokens: 2 }),
+        }),
+      );
+      const submitted = order.length;
+      let first: number | undefined;
+      for await (const e of newcomer.events) if (e.type === "delta") first ??= order.length;
+      between.push((first ?? order.length) - submitted);
+    }
+    const running = order.length < 600;
+    stop.abort();
+    await decoding;
+    expect(running).toBe(true);
+    // The first prompts may take chunks of 64 (stretched steps are allowed while rare): 2 steps, so 2 or 3 tokens of
+    // the running stream between (3 measured, as with prefillStretch 0 for all four). By the last, the stretches
+    // have used that allowance, and the budget learned from this machine's steps (far under 64 tokens beside one
+    // generating stream on a CPU) is raised only to spread the prompt over 4 steps: a token at each of them.
+    expect(between.at(-1)).toBeGreaterThanOrEqual(4);
+  });
 });

@@ -93,6 +93,7 @@ export class ModelRunner {
       noTopK: unboundedTopK(sequences[0] as LlamaContextSequence),
       vocabulary,
       prefillChunk: config.prefillChunk,
+      prefillStretch: config.prefillStretch,
       batchSize: config.batchSize,
       stats: this.stats,
       admit: () => this.admission.admit(),

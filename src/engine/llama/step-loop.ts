@@ -6,6 +6,7 @@ import { ChoiceStream, usageOf } from "./choice-stream.js";
 import type { Choice, Job, TokenGenerator } from "./job.js";
 import { copySequenceState } from "./llama-internals.js";
 import type { OutputControl } from "./output-control.js";
+import { PrefillBudget } from "./prefill-budget.js";
 import type { PromptStore } from "./prompt-store.js";
 import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
 import { commonPrefixLength, MIN_COPY_GAIN, type SlotChoice } from "./slot-choice.js";
@@ -21,8 +22,10 @@ export interface StepLoopOptions {
   noTopK: number;
   /** The model's tokens as text and bytes (logprobs). */
   vocabulary: Vocabulary;
-  /** Prompt tokens per step while other choices generate (they wait for the whole step). */
+  /** Most prompt tokens per step while other choices generate (they wait for the whole step). */
   prefillChunk: number;
+  /** How much longer than a generation-only step a step carrying prompt tokens may take (prefill-budget.ts). */
+  prefillStretch: number;
   /** Prompt tokens per step when nothing generates. */
   batchSize: number;
   stats: RunnerStats;
@@ -51,6 +54,7 @@ export class StepLoop {
   private wake: (() => void) | undefined;
   private loop: Promise<void> | undefined;
   private readonly sampling: ChoiceSampling;
+  private readonly budget: PrefillBudget;
 
   constructor(private readonly options: StepLoopOptions) {
     this.sampling = {
@@ -59,6 +63,7 @@ export class StepLoop {
       eogTokens: options.eogTokens,
       noTopK: options.noTopK,
     };
+    this.budget = new PrefillBudget({ maxChunk: options.prefillChunk, stretch: options.prefillStretch });
   }
 
   /** Jobs holding sequences. */
@@ -110,22 +115,38 @@ export class StepLoop {
   private async step(): Promise<void> {
     const { pool, stats } = this.options;
     const work: Work[] = [];
+    for (const job of this.active) {
+      if (job.state !== "decode" || job.cancelled) continue;
+      // Its reader has fallen behind (a client that stopped reading): paused, holding its sequences, until the
+      // reader catches up or the SSE drain timeout cancels it. Other jobs' steps go on without it.
+      if (job.channel.backlog >= MAX_BACKLOG) continue;
+      for (const choice of job.choices) if (!choice.stream.finished) work.push(decodeWork(job, choice));
+    }
+    const prefilling = this.active.filter((job) => job.state === "prefill" && !job.cancelled);
+    for (const job of prefilling) {
+      const lease = job.lease as SlotChoice;
+      if (!job.prepared) await this.preparePrimary(job, pool.slot(lease.primary), lease);
+    }
+    // Prompt tokens wait for nobody while nothing generates; otherwise every generating choice waits for them.
+    const generating = work.length;
+    const longest = Math.max(0, ...prefilling.map((job) => job.prompt.length - job.cachedTokens));
+    let budget = generating > 0 ? this.budget.allowance(generating, longest) : this.options.batchSize;
+    let promptTokens = 0;
     let promptWork = false;
-    const decoding = this.active.some((j) => j.state === "decode");
-    let budget = decoding ? this.options.prefillChunk : this.options.batchSize;
 
-    for (const job of [...this.active]) {
-      if (job.state !== "prefill" || job.cancelled) continue;
+    for (const job of prefilling) {
       const lease = job.lease as SlotChoice;
       const primary = pool.slot(lease.primary);
-      if (!job.prepared) await this.preparePrimary(job, primary, lease);
       const end = job.prompt.length - 1;
       const rest = job.prompt.length - job.prefillPos;
       // Generation starts once the rest of the prompt fits this step: it is the generators' first evaluation, so
       // the first token is sampled in this same decode. n > 1 first evaluates up to the last token (copied into
       // its other sequences), then starts with that token alone.
       if (job.prefillPos === end || (lease.others.length === 0 && rest <= budget)) {
-        if (job.prefillPos < end) budget -= rest;
+        if (job.prefillPos < end) {
+          budget -= rest;
+          promptTokens += rest;
+        }
         await this.startChoices(job, primary, lease, job.prefillPos);
         job.prefillPos = end;
         promptWork = true;
@@ -135,6 +156,7 @@ export class StepLoop {
       if (budget <= 0) continue;
       const chunk = job.prompt.slice(job.prefillPos, Math.min(end, job.prefillPos + budget));
       budget -= chunk.length;
+      promptTokens += chunk.length;
       job.prefillPos += chunk.length;
       promptWork = true;
       work.push({
@@ -145,16 +167,6 @@ export class StepLoop {
             evaluationPriority: priorityOf(primary.id),
           }),
       });
-    }
-    for (const job of this.active) {
-      if (job.state !== "decode" || job.cancelled) continue;
-      // Its reader has fallen behind (a client that stopped reading): paused, holding its sequences, until the
-      // reader catches up or the SSE drain timeout cancels it. Other jobs' steps go on without it.
-      if (job.channel.backlog >= MAX_BACKLOG) continue;
-      for (const choice of job.choices) {
-        if (!choice.stream.finished && !work.some((w) => w.sequenceId === choice.sequenceId))
-          work.push(decodeWork(job, choice));
-      }
     }
     if (work.length === 0) {
       // Every job is paused for its reader, or waiting on something outside the loop: never spin.
@@ -169,7 +181,9 @@ export class StepLoop {
     const decodesBefore = stats.decodes;
     // Start every evaluation in the same tick, in ascending sequence id: the library then puts them all
     // into one llama_decode (its dispatcher runs on the next macrotask).
+    const started = performance.now();
     const results = await Promise.allSettled(work.map((w) => w.run()));
+    this.budget.record({ generating, promptTokens, ms: performance.now() - started });
     if (!promptWork) {
       stats.generationSteps++;
       stats.generationStepTokens += work.length;
