@@ -21,6 +21,8 @@ export interface DefaultServerOptions {
   engine?: { build?: "auto" | "tuned" | "prebuilt"; threadPoolPoll?: number };
   /** Environment of the server process, over this one's. */
   env?: Record<string, string>;
+  /** Node options of the server process, e.g. `--cpu-prof` (which NODE_OPTIONS does not take). */
+  nodeArgs?: string[];
 }
 
 /** Starts the server (stopped with `stop()`, which also removes its config), ending it if this process is interrupted. */
@@ -53,6 +55,7 @@ export async function startDefaultServer(options: DefaultServerOptions): Promise
   const server = await startServerProcess({
     args: ["--config", config],
     ...(options.env === undefined ? {} : { env: options.env }),
+    ...(options.nodeArgs === undefined ? {} : { nodeArgs: options.nodeArgs }),
   });
   const interrupted = () => {
     server.child.kill("SIGTERM");

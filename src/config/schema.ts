@@ -72,10 +72,10 @@ export const modelConfigSchema = z
       .describe("most prompt tokens per engine step while other requests generate"),
     prefillStretch: z
       .union([z.literal(0), z.number().min(1).max(100)])
-      .default(1.4)
+      .default(0)
       .describe(
         "a step that carries prompt tokens while others generate takes at most this many times a step that only " +
-          "generates (learned on this machine), but for a few steps in a hundred; 0 = always prefillChunk",
+          "generates (learned on this machine), but for a few steps in a hundred; 0 (the default) = prefillChunk",
       ),
     promptCacheMiB: z
       .number()

@@ -26,7 +26,8 @@ const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
 const base = config.models[0];
 if (base === undefined) throw new Error("no default model");
 // A queue of 4 places, all of them for one organization while no other waits.
-const model = { ...base, parallel: 4, maxQueue: 4, contextSize: 1024, prefillChunk: 64 };
+// prefillStretch as an operator who wants smooth streams sets it (the default, 0, leaves it off).
+const model = { ...base, parallel: 4, maxQueue: 4, contextSize: 1024, prefillChunk: 64, prefillStretch: 1.4 };
 
 let engine: LlamaEngine;
 let runner: ModelRunner;
@@ -612,7 +613,7 @@ describe("llama engine on the real model", () => {
     expect(oldBetween).toBeGreaterThanOrEqual(5);
   });
 
-  it("once steps with prompts have stretched, splits a prompt that joins a generating stream finer than prefillChunk", async () => {
+  it("with prefillStretch, splits a prompt that joins a generating stream finer than prefillChunk", async () => {
     const stop = new AbortController();
     const decoder = await generate(
       engine,

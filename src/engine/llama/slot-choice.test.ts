@@ -1,5 +1,6 @@
-// Slot choice: the longest same-scope prefix wins; otherwise the cache worth least is overwritten (empty first,
-// then the least recently used), so organizations taking turns keep their prefixes.
+// Slot choice: the busy slots stay side by side; the longest same-scope prefix wins (copied beside them when it lies
+// away); otherwise the cache worth least is overwritten (empty first, then the least recently used), so
+// organizations taking turns keep their prefixes.
 import { describe, expect, it } from "vitest";
 import { chooseSlots, KEEP_SUFFIX, MIN_COPY_GAIN, type SlotView } from "./slot-choice.js";
 
@@ -18,7 +19,8 @@ describe("chooseSlots", () => {
       slot(0, { tokens: [1, 2, 3, 4], scope: "b", lastUsed: 1 }),
       slot(1, { tokens: [1, 2, 9], scope: "a", lastUsed: 2 }),
       slot(2, { tokens: [1, 2, 3, 7], scope: "a", lastUsed: 3 }),
-      slot(3, { busy: true }),
+      // Beside none of them: no slot keeps the busy ones in fewer runs than another.
+      slot(5, { busy: true }),
     ];
     expect(chooseSlots(slots, [1, 2, 3, 4, 5], "a", 1)).toEqual({ primary: 2, others: [], reusable: 3 });
     // Never the whole prompt: its last token is evaluated to get the logits.
@@ -102,16 +104,17 @@ describe("chooseSlots", () => {
     // Another request generating after the same prompt (its cache holds the prompt and what it generated so far).
     const generating = slot(0, { busy: true, tokens: [...prompt, 7, 8, 9], scope: "a" });
     const onSystem = slot(1, { tokens: [...system, 500, 501], scope: "a", lastUsed: 1 });
+    // Into the slot beside the busy one, though another is empty: the two then decode in one ubatch.
     expect(chooseSlots([generating, onSystem, slot(2)], prompt, "a", 1)).toEqual({
-      primary: 2,
+      primary: 1,
       others: [],
       reusable: prompt.length - 1,
       source: { slot: 0, leased: false },
     });
-    // n = 2: the next cheapest free slot too.
+    // n = 2: the next free slot too.
     expect(chooseSlots([generating, onSystem, slot(2)], prompt, "a", 2)).toEqual({
-      primary: 2,
-      others: [1],
+      primary: 1,
+      others: [2],
       reusable: prompt.length - 1,
       source: { slot: 0, leased: false },
     });
@@ -161,9 +164,40 @@ describe("chooseSlots", () => {
     // A cache whose whole content a busy slot holds (it went on from a copy of it) goes first too.
     const extended = slot(4, { busy: true, tokens: [...prompt(10), 77, 78], scope: "a" });
     expect(
-      chooseSlots([slots[0] as SlotView, extended, slot(5, { tokens: [4], lastUsed: 0 })], [9], "c", 1),
+      chooseSlots([slots[0] as SlotView, extended, slot(8, { tokens: [4], lastUsed: 0 })], [9], "c", 1),
     ).toEqual({
       primary: 0,
+      others: [],
+      reusable: 0,
+    });
+  });
+
+  it("keeps the busy slots side by side: beside them first, then joining two runs, before an empty slot", () => {
+    const held = (id: number, lastUsed: number) => slot(id, { tokens: [7, 7], scope: "x", lastUsed });
+    const busy = (id: number) => slot(id, { busy: true, tokens: [1], scope: "a" });
+    // Slot 2 extends the run 0-1; slot 3 is empty and slot 5 older, but either would start a second run.
+    expect(chooseSlots([busy(0), busy(1), held(2, 9), slot(3), held(5, 1)], [4, 4], "b", 1)?.primary).toBe(2);
+    // Slot 1 joins the runs 0 and 2: one ubatch instead of two.
+    expect(chooseSlots([busy(0), held(1, 9), busy(2), slot(3)], [4, 4], "b", 1)?.primary).toBe(1);
+    // With nothing busy, the cheapest slot as before.
+    expect(chooseSlots([held(0, 9), held(1, 9), slot(2)], [4, 4], "b", 1)?.primary).toBe(2);
+  });
+
+  it("copies a prefix held away from the busy slots into a slot beside them", () => {
+    const system = Array.from({ length: 30 }, (_, i) => i);
+    const prompt = [...system, 100, 101];
+    const generating = slot(0, { busy: true, tokens: [55, 56], scope: "a" });
+    const away = slot(5, { tokens: [...system, 200], scope: "a", lastUsed: 2 });
+    expect(chooseSlots([generating, slot(1), away], prompt, "a", 1)).toEqual({
+      primary: 1,
+      others: [],
+      reusable: 30,
+      source: { slot: 5, leased: true },
+    });
+    // A prefix shorter than MIN_COPY_GAIN is not worth a copy: the slot beside evaluates the whole prompt.
+    const short = slot(5, { tokens: [0, 1, 2, 999], scope: "a", lastUsed: 2 });
+    expect(chooseSlots([generating, slot(1), short], prompt, "a", 1)).toEqual({
+      primary: 1,
       others: [],
       reusable: 0,
     });
