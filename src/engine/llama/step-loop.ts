@@ -135,6 +135,7 @@ export class StepLoop {
     let promptWork = false;
 
     for (const job of prefilling) {
+      if (job.cancelled) continue; // while a slot was being prepared
       const lease = job.lease as SlotChoice;
       const primary = pool.slot(lease.primary);
       const end = job.prompt.length - 1;
