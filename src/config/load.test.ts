@@ -68,6 +68,13 @@ describe("loadConfig", () => {
     expect(() => load("models:\n  - id: a\n    source: ./a.gguf\n    parallel: 0\n")).toThrow(
       /models\.0\.parallel: .*>=\s*1/,
     );
+    // prefillStretch: 0 is off, under 1 is no stretch at all.
+    expect(() => load("models:\n  - id: a\n    source: ./a.gguf\n    prefillStretch: 0.5\n")).toThrow(
+      /models\.0\.prefillStretch: must be 0 \(off\) or at least 1/,
+    );
+    expect(
+      load("models:\n  - id: a\n    source: ./a.gguf\n    prefillStretch: 1.4\n").models[0]?.prefillStretch,
+    ).toBe(1.4);
     expect(() => load("server:\n  prot: 1\n")).toThrow(/server.*prot/);
     expect(() => load("models:\n  - id: a\n")).toThrow(/models\.0\.source/);
   });

@@ -71,7 +71,10 @@ export const modelConfigSchema = z
       .default(128)
       .describe("most prompt tokens per engine step while other requests generate"),
     prefillStretch: z
-      .union([z.literal(0), z.number().min(1).max(100)])
+      .number()
+      .min(0)
+      .max(100)
+      .refine((stretch) => stretch === 0 || stretch >= 1, "must be 0 (off) or at least 1")
       .default(0)
       .describe(
         "a step that carries prompt tokens while others generate takes at most this many times a step that only " +

@@ -102,6 +102,25 @@ async function until(condition: () => boolean, what: string): Promise<void> {
   }
 }
 
+/** A long generation read in the background: "old" in `order` for each of its deltas. */
+async function decodeInBackground(
+  maxTokens: number,
+  signal?: AbortSignal,
+): Promise<{ order: string[]; decoding: Promise<void> }> {
+  const decoder = await generate(
+    engine,
+    request("Tell me a long story.", {
+      sampling: sampling({ maxTokens, ignoreEos: true }),
+      ...(signal === undefined ? {} : { signal }),
+    }),
+  );
+  const order: string[] = [];
+  const decoding = (async () => {
+    for await (const e of decoder.events) if (e.type === "delta") order.push("old");
+  })();
+  return { order, decoding };
+}
+
 /** Records the order in which requests leave the queue (or are refused), by name. */
 function tracker() {
   const order: string[] = [];
@@ -590,14 +609,7 @@ describe("llama engine on the real model", () => {
   });
 
   it("prefills a long prompt in chunks while other streams keep decoding", async () => {
-    const decoder = await generate(
-      engine,
-      request("Tell me a long story.", { sampling: sampling({ maxTokens: 200, ignoreEos: true }) }),
-    );
-    const order: string[] = [];
-    const decoding = (async () => {
-      for await (const e of decoder.events) if (e.type === "delta") order.push("old");
-    })();
+    const { order, decoding } = await decodeInBackground(200);
     await new Promise((r) => setTimeout(r, 300));
     // On a busy machine 300 ms may not cover the first stream's prefill: it must be decoding already.
     await until(() => order.length > 0, "the first stream decodes");
@@ -615,17 +627,7 @@ describe("llama engine on the real model", () => {
 
   it("with prefillStretch, splits a prompt that joins a generating stream finer than prefillChunk", async () => {
     const stop = new AbortController();
-    const decoder = await generate(
-      engine,
-      request("Tell me a long story.", {
-        sampling: sampling({ maxTokens: 600, ignoreEos: true }),
-        signal: stop.signal,
-      }),
-    );
-    const order: string[] = [];
-    const decoding = (async () => {
-      for await (const e of decoder.events) if (e.type === "delta") order.push("old");
-    })();
+    const { order, decoding } = await decodeInBackground(600, stop.signal);
     await until(() => order.length > 8, "the first stream decodes");
     const sentence = "The quick brown fox jumps over the lazy dog. ".repeat(8);
     const between: number[] = [];

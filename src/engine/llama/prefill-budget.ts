@@ -74,7 +74,8 @@ export class PrefillBudget {
   /** Learns from a finished step that generated (`generating` > 0), and counts it in the window. */
   record(sample: StepSample): void {
     const { generating, promptTokens, ms } = sample;
-    if (generating <= 0 || !(ms >= 0)) return;
+    // Off: every step may take the whole chunk, nothing to learn or count.
+    if (this.options.stretch === 0 || generating <= 0 || !(ms >= 0)) return;
     const overBudget = promptTokens > this.tokens(generating);
     if (promptTokens === 0) {
       this.generationMs.set(generating, average(this.generationMs.get(generating), ms));
