@@ -22,7 +22,8 @@ function config(extra: Record<string, unknown> = {}): UpstreamModelConfig {
   };
 }
 
-type Behaviour = "ok" | "refused" | "500";
+/** "reset": the connection is reset under the request (the fetch's own error shape); "reset-once": then "ok". */
+type Behaviour = "ok" | "refused" | "500" | "reset" | "reset-once";
 
 /** A fetch answering `/models` per endpoint as `behaviour[i]` says, recording each call. */
 function fakeFetch(behaviour: Behaviour[]) {
@@ -36,6 +37,12 @@ function fakeFetch(behaviour: Behaviour[]) {
     if (mode === "refused") {
       throw new TypeError("fetch failed", {
         cause: Object.assign(new Error("connect"), { code: "ECONNREFUSED" }),
+      });
+    }
+    if (mode === "reset" || mode === "reset-once") {
+      if (mode === "reset-once") behaviour[i === -1 ? 1 : i] = "ok";
+      throw new TypeError("fetch failed", {
+        cause: Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" }),
       });
     }
     if (mode === "500") return new Response("oops", { status: 500 });
@@ -103,6 +110,23 @@ describe("EndpointPool", () => {
     first.healthy = true;
     pool.eject(first, "HTTP 503");
     expect(first.backoffMs).toBe(BASE_BACKOFF_MS);
+    pool.stop();
+  });
+
+  it("probes once more on a connection reset: one reset keeps the endpoint in, two take it out", async () => {
+    const behaviour: Behaviour[] = ["reset-once", "reset"];
+    const { fetch, calls } = fakeFetch(behaviour);
+    const pool = new EndpointPool({ config: config(), fetch });
+    await pool.start();
+    expect(pool.endpoints.map((e) => e.healthy)).toEqual([true, false]);
+    expect(pool.endpoints[1]?.lastError).toBe("probe: connection reset");
+    // Two GETs of /models each: the first endpoint's retry passed, the second's was reset again.
+    expect(calls.map((c) => c.url.replace(/^http:\/\/127\.0\.0\.1:(\d+).*$/, "$1"))).toEqual([
+      "8101",
+      "8102",
+      "8101",
+      "8102",
+    ]);
     pool.stop();
   });
 

@@ -4,6 +4,7 @@ import type { UpstreamKindSetting, UpstreamModelConfig } from "../../config/sche
 import type { Logger } from "../../observability/logger.js";
 import { Refusal } from "../../refusal.js";
 import type { EndpointHealth } from "../types.js";
+import { isConnectionReset } from "./http-client.js";
 import type { RoutableEndpoint } from "./routing.js";
 import { serverRoot } from "./tokenize.js";
 import { isRecord } from "./upstream-error.js";
@@ -268,10 +269,7 @@ export class EndpointPool {
   /** llama-server's `GET /props` → `chat_template_caps.supports_tool_calls`; undefined when it does not say. */
   private async readToolCalls(endpoint: Endpoint, timeoutMs: number): Promise<boolean | undefined> {
     try {
-      const response = await this.fetch(`${serverRoot(endpoint.url)}/props`, {
-        headers: endpoint.headers({ accept: "application/json" }),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
+      const response = await this.get(`${serverRoot(endpoint.url)}/props`, endpoint, timeoutMs);
       if (!response.ok) {
         await response.arrayBuffer();
         return undefined;
@@ -286,16 +284,27 @@ export class EndpointPool {
     }
   }
 
+  /** A probe's GET; once more on a connection reset before the answer, as the hot path does (`isConnectionReset`). */
+  private async get(url: string, endpoint: Endpoint, timeoutMs: number): Promise<Response> {
+    const init = () => ({
+      headers: endpoint.headers({ accept: "application/json" }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    try {
+      return await this.fetch(url, init());
+    } catch (err) {
+      if (!isConnectionReset(err)) throw err;
+      return await this.fetch(url, init());
+    }
+  }
+
   /** `GET {url}/models`: passing re-admits an ejected endpoint once its backoff has passed; failing ejects it. */
   async probe(endpoint: Endpoint): Promise<void> {
     if (endpoint.probing || this.stopped) return;
     endpoint.probing = true;
     try {
       const timeoutMs = Math.min(PROBE_TIMEOUT_MS, this.options.config.upstream.probeIntervalMs);
-      const response = await this.fetch(`${endpoint.url}/models`, {
-        headers: endpoint.headers({ accept: "application/json" }),
-        signal: AbortSignal.timeout(timeoutMs),
-      });
+      const response = await this.get(`${endpoint.url}/models`, endpoint, timeoutMs);
       const text = await response.text();
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const served = this.options.config.upstream.model;
@@ -306,10 +315,7 @@ export class EndpointPool {
       // Engines that list a model before it is loaded say so on /health (Hearth, llama-server: 503 while loading).
       const kind = this.kindOf(endpoint);
       if (kind !== undefined && READINESS_ROUTE_KINDS.has(kind)) {
-        const ready = await this.fetch(`${serverRoot(endpoint.url)}/health`, {
-          headers: endpoint.headers({ accept: "application/json" }),
-          signal: AbortSignal.timeout(timeoutMs),
-        });
+        const ready = await this.get(`${serverRoot(endpoint.url)}/health`, endpoint, timeoutMs);
         const body = await ready.text();
         if (!ready.ok) throw new Error(`not ready (health ${ready.status})`);
         // A Hearth worker is up once one of its models serves: this one may still be loading there.

@@ -3,6 +3,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { isConnectionReset, UpstreamHttpClient } from "./http-client.js";
 
 const CLIENT = fileURLToPath(new URL("./http-client.ts", import.meta.url));
 
@@ -37,5 +38,72 @@ describe("UpstreamHttpClient", () => {
       { timeout: 30_000 },
     );
     expect(stdout.trim().split("\n")).toEqual(["status 404", "end"]);
+  });
+});
+
+/** A local server whose handler sees the request number (1-based) and may reset the socket instead of answering. */
+async function serveResetting(
+  answer: (n: number) => "reset" | "ok",
+): Promise<{ url: string; close(): void; seen(): number }> {
+  const { createServer } = await import("node:http");
+  let n = 0;
+  const server = createServer((req, res) => {
+    n++;
+    req.resume();
+    if (answer(n) === "reset") {
+      req.socket.resetAndDestroy();
+      return;
+    }
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end('{"ok":true}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/v1/chat/completions`, close: () => server.close(), seen: () => n };
+}
+
+describe("UpstreamHttpClient retries a reset connection once", () => {
+  const post = (client: UpstreamHttpClient, url: string, signal = new AbortController().signal) =>
+    client.post(url, { headers: { "content-type": "application/json" }, body: "{}", signal });
+
+  it("answers from a second connection when the first is reset before any answer", async () => {
+    const server = await serveResetting((n) => (n === 1 ? "reset" : "ok"));
+    const client = new UpstreamHttpClient();
+    try {
+      const response = await post(client, server.url);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toEqual({ ok: true });
+      expect(server.seen()).toBe(2);
+    } finally {
+      await client.close();
+      server.close();
+    }
+  });
+
+  it("fails with the reset when the second connection is reset too, and tries no third", async () => {
+    const server = await serveResetting(() => "reset");
+    const client = new UpstreamHttpClient();
+    try {
+      const failure = await post(client, server.url).catch((err: unknown) => err);
+      expect(isConnectionReset(failure)).toBe(true);
+      expect(server.seen()).toBe(2);
+    } finally {
+      await client.close();
+      server.close();
+    }
+  });
+
+  it("does not retry a request its own signal aborted", async () => {
+    const server = await serveResetting(() => "reset");
+    const client = new UpstreamHttpClient();
+    const controller = new AbortController();
+    controller.abort();
+    try {
+      await expect(post(client, server.url, controller.signal)).rejects.toThrow();
+      expect(server.seen()).toBe(0);
+    } finally {
+      await client.close();
+      server.close();
+    }
   });
 });

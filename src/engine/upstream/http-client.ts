@@ -109,7 +109,21 @@ export class UpstreamHttpClient {
   /** Parsed URLs: a gateway posts to the same few endpoints' routes. */
   private readonly targets = new Map<string, { origin: string; path: string }>();
 
-  readonly post: UpstreamPost = (url, options) => {
+  /**
+   * POSTs once more, on another connection, when the first try broke off before any answer with a reset: the
+   * endpoint closed a kept-alive socket as the request went out (an idle close racing the send, or a server that
+   * caps requests per connection). Nothing was answered, so nothing was relayed; a second reset fails the call.
+   */
+  readonly post: UpstreamPost = async (url, options) => {
+    try {
+      return await this.postOnce(url, options);
+    } catch (err) {
+      if (options.signal.aborted || !isConnectionReset(err)) throw err;
+      return await this.postOnce(url, options);
+    }
+  };
+
+  private postOnce(url: string, options: UpstreamPostOptions): Promise<UpstreamResponse> {
     let parsed = this.targets.get(url);
     if (parsed === undefined) {
       parsed = target(url);
@@ -164,12 +178,19 @@ export class UpstreamHttpClient {
         handler,
       );
     });
-  };
+  }
 
   /** Closes idle connections and refuses new requests; in-flight ones are aborted by their own signals. */
   async close(): Promise<void> {
     await this.agent.destroy();
   }
+}
+
+/** A connection the endpoint reset or closed under the request (undici's socket error, or the kernel's). */
+export function isConnectionReset(err: unknown): boolean {
+  const code =
+    (err as { code?: unknown } | null)?.code ?? (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  return code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE";
 }
 
 /** The body was discarded on purpose: a read after it fails with this (nothing reads it then). */
