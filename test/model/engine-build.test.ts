@@ -6,20 +6,21 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LlamaContext } from "node-llama-cpp";
+import type { LlamaContext, LlamaContextSequence, Token } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureModelFile } from "../../src/catalogue/fetch.js";
 import { loadConfig } from "../../src/config/load.js";
 import { loadLlama } from "../../src/engine/llama/backend.js";
 import {
   findEngineBuild,
-  LLAMA_CPP_PATCH_PATH,
+  LLAMA_CPP_PATCHES,
   linkEngineBuild,
   nodeLlamaCppDir,
   planEngineBuild,
 } from "../../src/engine/llama/engine-build.js";
 import { engineBuildLogPath, selfCheck } from "../../src/engine/llama/engine-builder.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
+import { copySequenceState } from "../../src/engine/llama/llama-internals.js";
 import { generatedText } from "../support/generation-request.js";
 import { checkoutBundledLlamaCpp } from "../support/llama-cpp-bundle.js";
 
@@ -62,6 +63,58 @@ describe("the tuned build", () => {
       await context.dispose();
       // The pool and the decode thread go with their context.
       expect(threads()).toBe(before);
+      await weights.dispose();
+    } finally {
+      await llama.dispose();
+    }
+  });
+});
+
+describe("a prefix copied between sequences on the tuned build (native/llama-cpp-stream-copy.diff)", () => {
+  it("copies every cell the source uses, wherever it lies in the stream: the copy predicts as the source does", async () => {
+    const { llama } = await loadLlama(false, 2, TUNED);
+    try {
+      const weights = await llama.loadModel({ modelPath: await ensureModelFile(model, config) });
+      // 1,024 cells per sequence, of which the source uses about a third: the copy takes the partial path.
+      const context = await weights.createContext({
+        sequences: 2,
+        contextSize: 2 * 1024,
+        flashAttention: true,
+        threads: 2,
+      });
+      const [source, target] = [context.getSequence(), context.getSequence()];
+      const text = "The lighthouse keeper climbed the stairs and looked out over the grey sea. ".repeat(24);
+      const long = weights.tokenize(text);
+      expect(long.length).toBeGreaterThan(300);
+      // Cells 0-299 filled, then the first 260 tokens erased (the rest shifted to positions 0-39, in cells
+      // 260-299), then 60 more tokens in the freed cells from 0 on: the source's last used cell lies far past
+      // the 100 tokens it holds.
+      await source.evaluateWithoutGeneratingNewTokens(long.slice(0, 300));
+      await source.eraseContextTokenRanges([{ start: 0, end: 260 }]);
+      const tail = weights.tokenize(
+        " Then she wrote in her log book what she had seen that night, line by line.",
+      );
+      await source.evaluateWithoutGeneratingNewTokens([...tail, ...tail, ...tail, ...tail].slice(0, 60));
+      const held = source.contextTokens.length;
+      expect(held).toBe(100);
+      expect(await copySequenceState(target, source, held)).toBe(true);
+      expect(target.contextTokens).toEqual(source.contextTokens);
+      // The next token's distribution from each, one sequence at a time (the same batch shape): the same KV
+      // cache gives the same logits.
+      const next = weights.tokenize(" The")[0] as Token;
+      const distribution = async (sequence: LlamaContextSequence) => {
+        const generator = sequence.evaluateWithMetadata([next], { probabilities: true }, { temperature: 0 });
+        const first = await generator.next();
+        await generator.return();
+        if (first.done === true) throw new Error("no token");
+        return [...first.value.probabilities.entries()].slice(0, 20);
+      };
+      const fromSource = await distribution(source);
+      const fromCopy = await distribution(target);
+      expect(fromCopy.map(([token]) => token)).toEqual(fromSource.map(([token]) => token));
+      for (const [i, [, p]] of fromCopy.entries())
+        expect(p).toBeCloseTo((fromSource[i] as [Token, number])[1], 5);
+      await context.dispose();
       await weights.dispose();
     } finally {
       await llama.dispose();
@@ -207,7 +260,7 @@ describe("the build's self-check", () => {
 });
 
 describe("the cached build's log", () => {
-  it("shows both patches applied before anything was compiled: the addon's, then llama.cpp's on the clone", () => {
+  it("shows every patch applied before anything was compiled: the addon's, then llama.cpp's on the clone", () => {
     const lines = readFileSync(engineBuildLogPath(planEngineBuild()), "utf8").split("\n");
     const at = (line: string) => lines.indexOf(line);
     const firstCompile = lines.findIndex((line) => /^\[\d+\/\d+\]/.test(line));
@@ -215,7 +268,10 @@ describe("the cached build's log", () => {
     expect(at("patching file ggml/src/ggml-cpu/amx/mmq.cpp")).toBeGreaterThan(
       at("patching file addon/AddonContext.cpp"),
     );
-    expect(firstCompile).toBeGreaterThan(at("patching file ggml/src/ggml-cpu/amx/mmq.cpp"));
+    expect(at("patching file src/llama-kv-cache.cpp")).toBeGreaterThan(
+      at("patching file ggml/src/ggml-cpu/amx/mmq.cpp"),
+    );
+    expect(firstCompile).toBeGreaterThan(at("patching file src/llama-kv-cache.cpp"));
   });
 });
 
@@ -229,9 +285,13 @@ describe("the llama.cpp patch, compiled", () => {
     // and `ldtilecfg` reads the stack (`ldtilecfg 0xc0(%rsp)`, GCC 12): the tiles stay unconfigured and the first
     // tile instruction traps.
     checkoutBundledLlamaCpp(tree, ["ggml"]);
-    const patched = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
-      cwd: tree,
-    });
+    const patched = spawnSync(
+      "patch",
+      ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCHES.amxTileConfig],
+      {
+        cwd: tree,
+      },
+    );
     expect(patched.status).toBe(0);
     const compiled = spawnSync(
       "g++",

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { checkoutBundledLlamaCpp } from "../../../test/support/llama-cpp-bundle.js";
-import { ADDON_PATCH_PATH, LLAMA_CPP_PATCH_PATH, nodeLlamaCppDir } from "./engine-build.js";
+import { ADDON_PATCH_PATH, LLAMA_CPP_PATCHES, nodeLlamaCppDir } from "./engine-build.js";
 
 const work = mkdtempSync(join(tmpdir(), "hearth-addon-patch-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -39,25 +39,57 @@ describe("the addon patch", () => {
   });
 });
 
-describe("the llama.cpp patch", () => {
+describe("the llama.cpp patches", () => {
   it("applies to the bundled llama.cpp, hunk by hunk, and loads the AMX tile configuration from constant data", () => {
     const path = "ggml/src/ggml-cpu/amx/mmq.cpp";
-    const tree = join(work, "llama.cpp");
+    const tree = join(work, "llama.cpp-amx");
     mkdirSync(tree);
     checkoutBundledLlamaCpp(tree, [path]);
     // The bug: the configuration filled field by field in a stack buffer (whose stores GCC drops).
     expect(readFileSync(join(tree, path), "utf8")).toMatch(
       /alignas\(64\) tile_config_t tc = \{\};[\s\S]*_tile_loadconfig\(&tc\);/,
     );
-    const applied = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
-      cwd: tree,
-      encoding: "utf8",
-    });
+    const applied = spawnSync(
+      "patch",
+      ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCHES.amxTileConfig],
+      {
+        cwd: tree,
+        encoding: "utf8",
+      },
+    );
     expect(applied.stdout + applied.stderr).not.toMatch(/FAILED|fuzz|offset|reversed/i);
     expect(applied.status).toBe(0);
     const source = readFileSync(join(tree, path), "utf8");
     expect(source).toMatch(/alignas\(64\) static const tile_config_t ggml_amx_tile_config = \{/);
     expect(source).toContain("_tile_loadconfig(&ggml_amx_tile_config);");
     expect(source).not.toContain("tile_config_t tc");
+  });
+
+  it("applies to the bundled llama.cpp, hunk by hunk, and copies only the source stream's used cells", () => {
+    const paths = ["src/llama-kv-cache.cpp", "src/llama-kv-cache.h"];
+    const tree = join(work, "llama.cpp-stream-copy");
+    mkdirSync(tree);
+    checkoutBundledLlamaCpp(tree, paths);
+    // Before: a cross-stream copy moves each layer's whole stream.
+    expect(readFileSync(join(tree, paths[0] as string), "utf8")).toMatch(
+      /ggml_backend_tensor_copy\(layer\.k_stream\[ssrc\], layer\.k_stream\[sdst\]\);/,
+    );
+    const applied = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCHES.streamCopy], {
+      cwd: tree,
+      encoding: "utf8",
+    });
+    expect(applied.stdout + applied.stderr).not.toMatch(/FAILED|fuzz|offset|reversed/i);
+    expect(applied.status).toBe(0);
+    const source = readFileSync(join(tree, paths[0] as string), "utf8");
+    // The rows are the source's used cells when the copy is enqueued, and both K and V go through the row copy.
+    expect(source).toMatch(
+      /sc_info\.sdst\.push_back\(s1\);\s*sc_info\.rows\.push_back\(v_cells\[s0\]\.used_max_p1\(\)\);/,
+    );
+    expect(source).toContain("hearth_copy_stream_rows(layer.k_stream[ssrc], layer.k_stream[sdst], rows);");
+    expect(source).toContain(
+      "hearth_copy_stream_rows(layer.v_stream[ssrc], layer.v_stream[sdst], v_trans ? get_size() : rows);",
+    );
+    expect(source).not.toMatch(/ggml_backend_tensor_copy\(layer\./);
+    expect(readFileSync(join(tree, paths[1] as string), "utf8")).toContain("std::vector<uint32_t> rows;");
   });
 });

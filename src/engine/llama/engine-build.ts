@@ -9,20 +9,33 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The patch to node-llama-cpp's addon (one file, applied by the builder). */
-export const ADDON_PATCH_PATH = fileURLToPath(
-  new URL("../../../native/node-llama-cpp-addon.diff", import.meta.url),
-);
+export const ADDON_PATCH_PATH = nativeFile("node-llama-cpp-addon.diff");
 
 /**
- * The patch to the llama.cpp source node-llama-cpp bundles (one file, applied by the builder after the clone). The
- * bundled llama.cpp (node-llama-cpp 3.22.1) fills its AMX tile configuration in a stack buffer whose stores GCC drops
+ * The patches to the llama.cpp source node-llama-cpp bundles, applied in this order by the builder after the clone.
+ *
+ * The AMX tile configuration: the bundled llama.cpp (node-llama-cpp 3.22.1) fills its AMX tile configuration in a stack buffer whose stores GCC drops
  * (it does not see that `_tile_loadconfig` reads it): the tiles stay unconfigured and the first batched decode on a
  * -march=native build with AMX died with SIGILL (`tilezero` in `tinygemm_kernel_amx`) on an Intel Xeon, three runs
  * out of three. The patch loads a constant configuration instead, as llama.cpp's pull request 26954 does.
+ *
+ * The stream copy: node-llama-cpp's contexts keep each sequence in a KV stream of its own, and copying a prefix from
+ * one sequence to another (`llama_memory_seq_cp`) copied the whole stream, every cell of every layer (47 MB for
+ * SmolLM2 at 2,048 cells), on the next decode, while every other sequence waited for it. The patch copies the source's
+ * used cells only (`used_max_p1`): a conversation of 200 tokens moves a tenth of that. Where V is stored transposed (no
+ * flash attention) V is copied whole, as before.
  */
-export const LLAMA_CPP_PATCH_PATH = fileURLToPath(
-  new URL("../../../native/llama-cpp-amx-tile-config.diff", import.meta.url),
-);
+export const LLAMA_CPP_PATCHES = Object.freeze({
+  amxTileConfig: nativeFile("llama-cpp-amx-tile-config.diff"),
+  streamCopy: nativeFile("llama-cpp-stream-copy.diff"),
+});
+
+/** The llama.cpp patches' paths, in the order the builder applies them. */
+export const LLAMA_CPP_PATCH_PATHS: readonly string[] = Object.values(LLAMA_CPP_PATCHES);
+
+function nativeFile(name: string): string {
+  return fileURLToPath(new URL(`../../../native/${name}`, import.meta.url));
+}
 
 /**
  * The CMake options of the tuned build. `GGML_NATIVE`: compiled for this CPU (-march=native, AMX included where the
@@ -131,7 +144,9 @@ export function planEngineBuild(env: NodeJS.ProcessEnv = process.env): EngineBui
   const nodeLlamaCppVersion = (
     JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")) as { version: string }
   ).version;
-  const patch = [ADDON_PATCH_PATH, LLAMA_CPP_PATCH_PATH].map((path) => readFileSync(path, "utf8")).join("\n");
+  const patch = [ADDON_PATCH_PATH, ...LLAMA_CPP_PATCH_PATHS]
+    .map((path) => readFileSync(path, "utf8"))
+    .join("\n");
   const cacheRoot = engineCacheRoot(env);
   const flags = cpuFlags();
   const cmakeOptions = tunedCmakeOptions(flags);

@@ -13,7 +13,7 @@ import {
   type EngineBuildRecord,
   engineCacheRoot,
   findEngineBuild,
-  LLAMA_CPP_PATCH_PATH,
+  LLAMA_CPP_PATCH_PATHS,
   nodeLlamaCppDir,
   RECORD_FILE,
 } from "./engine-build.js";
@@ -306,19 +306,21 @@ export async function buildEngine(options: BuildEngineOptions): Promise<EngineBu
     for (const [name, value] of Object.entries(plan.cmakeOptions))
       env[`NODE_LLAMA_CPP_CMAKE_OPTION_${name}`] = value;
     const cli = join(copy, "dist", "cli", "cli.js");
-    // The clone first (from the bundle, with node-llama-cpp's own patches), then Hearth's patch to llama.cpp, then
+    // The clone first (from the bundle, with node-llama-cpp's own patches), then Hearth's patches to llama.cpp, then
     // the compile of that source.
     await run(process.execPath, [cli, "source", "download", "--skipBuild", "--noUsageExample"], {
       cwd: copy,
       env,
       logFile,
     });
-    log("applying the AMX tile-configuration patch to llama.cpp");
-    await run("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCH_PATH], {
-      cwd: join(copy, "llama", "llama.cpp"),
-      env: process.env,
-      logFile,
-    });
+    for (const path of LLAMA_CPP_PATCH_PATHS) {
+      log(`applying ${basename(path)} to llama.cpp`);
+      await run("patch", ["-p1", "--forward", "--batch", "-i", path], {
+        cwd: join(copy, "llama", "llama.cpp"),
+        env: process.env,
+        logFile,
+      });
+    }
     log(
       `compiling llama.cpp and the addon for this CPU (log: ${logFile}); ` +
         "this takes 3-6 minutes on 2 idle cores, longer on busy ones",
