@@ -121,6 +121,19 @@ async function decodeInBackground(
   return { order, decoding };
 }
 
+/** Requests of one organization on a system prompt: a question, answered with exactly `maxTokens` tokens. */
+function conversation(system: string) {
+  return (scope: string, question: string, maxTokens: number) =>
+    request("", {
+      cacheScope: scope,
+      sampling: sampling({ maxTokens, ignoreEos: true }),
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content: question },
+      ],
+    });
+}
+
 /** Records the order in which requests leave the queue (or are refused), by name. */
 function tracker() {
   const order: string[] = [];
@@ -304,17 +317,10 @@ describe("llama engine on the real model", () => {
   });
 
   it("copies the prompt prefix of a request still generating, and answers as if it had evaluated it", async () => {
-    const system = "You are a careful librarian who answers in short, plain sentences. ".repeat(12);
-    const convo = (scope: string, question: string, maxTokens: number) =>
-      request("", {
-        cacheScope: scope,
-        // Never an early end: the first request runs its 200 tokens, long after the second has been admitted.
-        sampling: sampling({ maxTokens, ignoreEos: true }),
-        messages: [
-          { role: "system", content: system },
-          { role: "user", content: question },
-        ],
-      });
+    // Never an early end: the first request runs its 200 tokens, long after the second has been admitted.
+    const convo = conversation(
+      "You are a careful librarian who answers in short, plain sentences. ".repeat(12),
+    );
     const long = "Tell me everything you know about the history of libraries, from the first ones on.";
     const short = "Name one famous library.";
     // The reference takes the same path through the cache: the system prompt evaluated with the other question
@@ -337,6 +343,38 @@ describe("llama engine on the real model", () => {
       if (next.value.type === "finish") firstReason = next.value.reason;
     }
     expect(firstReason).toBe("length");
+  });
+
+  it("places a stream beside the one generating, copying its cached prefix there from a slot away from it", async () => {
+    const convo = conversation(
+      "You are a patient guide who explains every step in short, plain sentences. ".repeat(4),
+    );
+    // One organization per slot: one after another with nothing busy, each takes the least recently used slot.
+    const scopes = ["org_place_a", "org_place_b", "org_place_c", "org_place_d"];
+    for (const scope of scopes) await collect(await generate(engine, convo(scope, "Where do we start?", 2)));
+    const slotOf = (scope: string) => runner.slotViews().find((v) => v.scope === scope)?.id ?? -1;
+    expect(new Set(scopes.map(slotOf)).size).toBe(model.parallel);
+    // Two organizations whose slots are not side by side (of four slots, 0 and 2, 0 and 3 or 1 and 3).
+    const pairs = scopes.flatMap((y) => scopes.map((x) => [y, x] as const));
+    const [busy, apart] = pairs.find(([y, x]) => Math.abs(slotOf(y) - slotOf(x)) >= 2) ?? [];
+    if (busy === undefined || apart === undefined) throw new Error("no two slots apart");
+    const busySlot = slotOf(busy);
+    // The first one generates again from its own slot (its prefix is there, nothing else is busy).
+    const running = await generate(engine, convo(busy, "Where do we start?", 48));
+    const events = running.events[Symbol.asyncIterator]();
+    expect((await events.next()).value?.type).toBe("delta");
+    expect(runner.slotViews().find((v) => v.busy)?.id).toBe(busySlot);
+    const before = { ...runner.stats };
+    // The second one asks what its slot holds, two slots or more away: taken in place (as before the placement
+    // rule), every step of the two would be two ubatches, two passes over the weights (53 runs in 46 steps, seen
+    // with runCost always 0). It is copied beside the busy slot instead, and still reused.
+    const second = await collect(await generate(engine, convo(apart, "Where do we start?", 8)));
+    for (let next = await events.next(); next.done !== true; next = await events.next()) {}
+    expect(second.usage.cachedTokens).toBeGreaterThan(40);
+    const steps = runner.stats.generationSteps - before.generationSteps;
+    expect(steps).toBeGreaterThan(8);
+    expect(runner.stats.generationStepDecodes - before.generationStepDecodes).toBe(steps);
+    expect(runner.stats.generationStepRuns - before.generationStepRuns).toBe(steps);
   });
 
   it("loads a prompt's cache back from host memory after every slot was overwritten, and answers alike", async () => {

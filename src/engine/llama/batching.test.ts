@@ -45,6 +45,18 @@ describe("countingStrategy", () => {
     expect(stats).toMatchObject({ decodes: 3, decodedTokens: 3 + 512 + 188 });
   });
 
+  it("counts the runs of consecutive sequence ids in each batch: the ubatches llama.cpp splits it into", () => {
+    const stats = createRunnerStats();
+    const strategy = countingStrategy(stats);
+    strategy({ items: [item(5, 1), item(3, 1), item(4, 1)], size: 512 });
+    expect(stats.sequenceRuns).toBe(1);
+    strategy({ items: [item(3, 1), item(7, 1), item(9, 1), item(10, 1)], size: 512 });
+    expect(stats.sequenceRuns).toBe(1 + 3);
+    // An item left out of a full batch is not in it.
+    strategy({ items: [item(0, 8), item(2, 1)], size: 8 });
+    expect(stats.sequenceRuns).toBe(1 + 3 + 1);
+  });
+
   it("does not count a batch without tokens (the library decodes nothing then)", () => {
     const stats = createRunnerStats();
     const batch = countingStrategy(stats)({ items: [item(0, 0)], size: 512 });

@@ -6,22 +6,42 @@ export interface RunnerStats {
   /** llama_decode calls and the tokens they carried, prompts included. */
   decodes: number;
   decodedTokens: number;
+  /**
+   * Runs of consecutive sequence ids, summed over the decodes: llama.cpp splits a batch of streams that are not
+   * unified into one ubatch per run (`split_equal`), each a pass over the weights. One per decode is the best.
+   */
+  sequenceRuns: number;
   steps: number;
-  /** Steps that only generated (no prompt work): their token count and the decodes they took. */
+  /** Steps that only generated (no prompt work): their token count, the decodes and the runs they took. */
   generationSteps: number;
   generationStepTokens: number;
   generationStepDecodes: number;
+  generationStepRuns: number;
 }
 
 export function createRunnerStats(): RunnerStats {
   return {
     decodes: 0,
     decodedTokens: 0,
+    sequenceRuns: 0,
     steps: 0,
     generationSteps: 0,
     generationStepTokens: 0,
     generationStepDecodes: 0,
+    generationStepRuns: 0,
   };
+}
+
+/** The sequence whose work has this priority (`priorityOf`'s inverse). */
+export function sequenceOf(priority: EvaluationPriority): number {
+  return PRIORITY_BASE - priority;
+}
+
+/** Runs of consecutive numbers in ascending `ids` (3, 4, 5, 9: two). */
+export function runsOf(ids: readonly number[]): number {
+  let runs = 0;
+  for (let i = 0; i < ids.length; i++) if (i === 0 || ids[i] !== (ids[i - 1] as number) + 1) runs++;
+  return runs;
 }
 
 /** Priority order of the library's batch builder = ascending sequence id, so llama.cpp keeps one ubatch. */
@@ -66,6 +86,10 @@ export function countingStrategy(
     if (tokens > 0) {
       stats.decodes++;
       stats.decodedTokens += tokens;
+      // The batch is in ascending sequence id already.
+      stats.sequenceRuns += runsOf(
+        batch.filter((b) => b.processAmount > 0).map((b) => sequenceOf(b.item.evaluationPriority)),
+      );
       onBatch?.(tokens);
     }
     return batch;

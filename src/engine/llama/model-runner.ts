@@ -14,7 +14,7 @@ import { OutputControl } from "./output-control.js";
 import { type LlamaPreparedRequest, RequestPreparer } from "./prepared-request.js";
 import type { PromptStore } from "./prompt-store.js";
 import { lazyEogTokens } from "./sampling-options.js";
-import type { SlotChoice } from "./slot-choice.js";
+import type { SlotChoice, SlotView } from "./slot-choice.js";
 import { SlotPool } from "./slot-pool.js";
 import { StepLoop } from "./step-loop.js";
 import { Vocabulary } from "./token-logprobs.js";
@@ -111,6 +111,11 @@ export class ModelRunner {
 
   get queueDepth(): number {
     return this.admission.depth;
+  }
+
+  /** What each slot holds (busy or free, its organization, its tokens): for the model tests and diagnostics. */
+  slotViews(): SlotView[] {
+    return this.pool.views();
   }
 
   get busySlots(): number {

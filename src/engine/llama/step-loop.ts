@@ -180,6 +180,7 @@ export class StepLoop {
     work.sort((a, b) => a.sequenceId - b.sequenceId);
     stats.steps++;
     const decodesBefore = stats.decodes;
+    const runsBefore = stats.sequenceRuns;
     // Start every evaluation in the same tick, in ascending sequence id: the library then puts them all
     // into one llama_decode (its dispatcher runs on the next macrotask).
     const started = performance.now();
@@ -189,6 +190,7 @@ export class StepLoop {
       stats.generationSteps++;
       stats.generationStepTokens += work.length;
       stats.generationStepDecodes += stats.decodes - decodesBefore;
+      stats.generationStepRuns += stats.sequenceRuns - runsBefore;
     }
     results.forEach((result, i) => {
       if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
