@@ -7,7 +7,7 @@ import { pathToFileURL } from "node:url";
 import { processAlive } from "../src/engine/llama/engine-builder.js";
 import { defaultModelPath, startLlamaServer } from "../test/support/llama-server.js";
 import type { ServerProcess } from "../test/support/server-process.js";
-import { type CpuNoise, startNoiseMeter } from "./cpu-noise.js";
+import { type CpuNoise, startNoiseMeter, startThreadMeter, type ThreadCpu } from "./cpu-noise.js";
 import { httpTarget } from "./http-target.js";
 import { readBenchOptions } from "./options.js";
 import { type DefaultServerOptions, startDefaultServer } from "./serve-default.js";
@@ -79,6 +79,7 @@ interface Measured {
   result: LevelResult;
   runs: number[];
   noise: CpuNoise | undefined;
+  cpu: ThreadCpu | undefined;
 }
 
 const f1 = (n: number) => n.toFixed(1);
@@ -191,17 +192,21 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
           kind: "plan",
           perClient: new Array<number>(parallel).fill(1),
         });
-      const runs = new Map<string, { result: LevelResult; noise: CpuNoise | undefined }[]>();
+      const runs = new Map<
+        string,
+        { result: LevelResult; noise: CpuNoise | undefined; cpu: ThreadCpu | undefined }[]
+      >();
       for (let repeat = 0; repeat < repeats; repeat++) {
         for (const level of levels) {
           for (const side of sides) {
             const measure = async (
               attempt: number,
-            ): Promise<{ run: LevelRun; noise: CpuNoise | undefined }> => {
+            ): Promise<{ run: LevelRun; noise: CpuNoise | undefined; cpu: ThreadCpu | undefined }> => {
               const meter = startNoiseMeter([process.pid, ...(side.pid === undefined ? [] : [side.pid])]);
+              const cpuMeter = side.pid === undefined ? () => undefined : startThreadMeter(side.pid, threads);
               try {
                 const run = await runLevel(side.target, level, { kind: "seconds", seconds });
-                return { run, noise: meter() };
+                return { run, noise: meter(), cpu: cpuMeter() };
               } catch (err) {
                 // Which server failed, and whether it is still running. A live server's one failed stream (a
                 // connection llama-server closed under 16 streams) costs that run, measured again once, not the
@@ -219,9 +224,9 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
                 );
               }
             };
-            const { run, noise } = await measure(0);
+            const { run, noise, cpu } = await measure(0);
             const key = `${side.name}:${level}`;
-            runs.set(key, [...(runs.get(key) ?? []), { result: run.result, noise }]);
+            runs.set(key, [...(runs.get(key) ?? []), { result: run.result, noise, cpu }]);
             process.stderr.write(
               `anchor ${side.name} C=${level} run ${repeat + 1}/${repeats}: ${f1(run.result.tokensPerSecond)} tok/s, ` +
                 `TTFT p50 ${run.result.ttftP50.toFixed(0)} ms, ITL p50 / p95 ${f1(run.result.itlP50)} / ` +
@@ -265,6 +270,12 @@ function render(
   const targets: string[] = [];
   const noise = (m: Measured) =>
     m.noise === undefined ? "–" : `${f1(m.noise.stealPercent)} / ${f1(m.noise.othersPercent)}`;
+  // CPU per completion token: the compute threads' · the rest's (the server's own work besides the model).
+  const cpu = (m: Measured) => {
+    const tokens = m.result.completionTokens;
+    if (m.cpu === undefined || tokens === 0) return "–";
+    return `${(m.cpu.computeMs / tokens).toFixed(2)} · ${(m.cpu.otherMs / tokens).toFixed(2)}`;
+  };
   for (const side of hearthSides) {
     const misses: string[] = [];
     const ratios: string[] = [];
@@ -279,7 +290,7 @@ function render(
       if (b.result.ttftP50 > a.result.ttftP50) misses.push(`TTFT at ${level}`);
       rows.push(
         `| ${side} | ${level} | ${f1(a.result.tokensPerSecond)} (${a.runs.map(f1).join(", ")}) | ${f1(b.result.tokensPerSecond)} (${b.runs.map(f1).join(", ")}) | ${ratio.toFixed(2)} | ` +
-          `${a.result.ttftP50.toFixed(0)} / ${b.result.ttftP50.toFixed(0)} | ${f1(a.result.itlP50)} / ${f1(a.result.itlP95)} | ${f1(b.result.itlP50)} / ${f1(b.result.itlP95)} | ${noise(a)} · ${noise(b)} |`,
+          `${a.result.ttftP50.toFixed(0)} / ${b.result.ttftP50.toFixed(0)} | ${f1(a.result.itlP50)} / ${f1(a.result.itlP95)} | ${f1(b.result.itlP50)} / ${f1(b.result.itlP95)} | ${cpu(a)} / ${cpu(b)} | ${noise(a)} · ${noise(b)} |`,
       );
     }
     targets.push(
@@ -293,10 +304,11 @@ function render(
       "/health) on the same GGUF; the same " +
       `closed-loop streaming client, max_tokens ${settings.maxTokens}, temperature 0, ${settings.seconds} s per run, ` +
       `${settings.repeats} runs per server and level interleaved (A, B, A, B); the median run is shown, every run's ` +
-      "tok/s in brackets. CPU noise: steal % / other processes % during the run.",
+      "tok/s in brackets. CPU ms per token: the server's compute threads (its busiest " +
+      `${settings.threads}) · its other threads (HTTP, Hearth's JS thread). CPU noise: steal % / other processes % during the run.`,
     "",
-    "| Hearth build | streams | llama-server tok/s | Hearth tok/s | Hearth ÷ llama-server | TTFT p50 ms (llama-server / Hearth) | llama-server ITL p50 / p95 ms | Hearth ITL p50 / p95 ms | noise |",
-    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    "| Hearth build | streams | llama-server tok/s | Hearth tok/s | Hearth ÷ llama-server | TTFT p50 ms (llama-server / Hearth) | llama-server ITL p50 / p95 ms | Hearth ITL p50 / p95 ms | CPU ms/token, compute · other (llama-server / Hearth) | noise |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ...rows,
     "",
     ...targets.map((t) => `- ${t}`),

@@ -75,6 +75,59 @@ export function startNoiseMeter(pids: readonly number[]): () => CpuNoise | undef
   };
 }
 
+/** CPU a server used in a run, split where its cost lies: its busiest `computeThreads` threads and all the others. */
+export interface ThreadCpu {
+  /** ms on the busiest threads: llama.cpp's compute threads (the pool's, the decode's), spinning included. */
+  computeMs: number;
+  /** ms on every other thread: the HTTP work, Hearth's JS thread, sampling outside the compute threads. */
+  otherMs: number;
+}
+
+/** CPU ticks of each thread of a process now, by thread id (empty once it is gone). */
+function threadTicks(pid: number): Map<string, number> {
+  const ticks = new Map<string, number>();
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return ticks;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks.set(tid, Number(rest[11]) + Number(rest[12]));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return ticks;
+}
+
+/** Splits the threads' CPU deltas (ticks) into the busiest `computeThreads` and the rest, in ms. Pure. */
+export function splitThreadCpu(deltas: readonly number[], computeThreads: number): ThreadCpu {
+  const sorted = [...deltas].sort((a, b) => b - a);
+  const ms = (ticks: number[]) => (ticks.reduce((sum, t) => sum + t, 0) * 1000) / TICKS_PER_SECOND;
+  return { computeMs: ms(sorted.slice(0, computeThreads)), otherMs: ms(sorted.slice(computeThreads)) };
+}
+
+/**
+ * Starts a measurement of one server's threads; the result splits the CPU they used since (undefined off Linux).
+ * Both llama-server and Hearth's tuned build keep `computeThreads` compute threads busy through a run, so the
+ * busiest are those: the rest is what the server does besides the model.
+ */
+export function startThreadMeter(pid: number, computeThreads: number): () => ThreadCpu | undefined {
+  const before = threadTicks(pid);
+  return () => {
+    const after = threadTicks(pid);
+    if (after.size === 0) return undefined;
+    return splitThreadCpu(
+      [...after].map(([tid, ticks]) => ticks - (before.get(tid) ?? 0)),
+      computeThreads,
+    );
+  };
+}
+
 /** The pids of a process and all its descendants, alive now (a Python server's workers, say). */
 export function processTree(pid: number): number[] {
   const children = new Map<number, number[]>();
