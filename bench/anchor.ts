@@ -305,7 +305,8 @@ function render(
       `closed-loop streaming client, max_tokens ${settings.maxTokens}, temperature 0, ${settings.seconds} s per run, ` +
       `${settings.repeats} runs per server and level interleaved (A, B, A, B); the median run is shown, every run's ` +
       "tok/s in brackets. CPU ms per token: the server's compute threads (its busiest " +
-      `${settings.threads}) · its other threads (HTTP, Hearth's JS thread). CPU noise: steal % / other processes % during the run.`,
+      `${settings.threads}) · its other threads (HTTP, Hearth's JS thread). ` +
+      "CPU noise: steal % / other processes % during the run.",
     "",
     "| Hearth build | streams | llama-server tok/s | Hearth tok/s | Hearth ÷ llama-server | TTFT p50 ms (llama-server / Hearth) | llama-server ITL p50 / p95 ms | Hearth ITL p50 / p95 ms | CPU ms/token, compute · other (llama-server / Hearth) | noise |",
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",

@@ -71,7 +71,7 @@ describe("the tuned build", () => {
 });
 
 describe("a prefix copied between sequences on the tuned build (native/llama-cpp-stream-copy.diff)", () => {
-  it("copies every cell the source uses, wherever it lies in the stream: the copy predicts as the source does", async () => {
+  it("copies every cell the source uses, wherever it lies in its stream: the copy predicts as the source", async () => {
     const { llama } = await loadLlama(false, 2, TUNED);
     try {
       const weights = await llama.loadModel({ modelPath: await ensureModelFile(model, config) });

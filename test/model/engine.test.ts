@@ -345,7 +345,7 @@ describe("llama engine on the real model", () => {
     expect(firstReason).toBe("length");
   });
 
-  it("places a stream beside the one generating, copying its cached prefix there from a slot away from it", async () => {
+  it("places a stream beside the one generating, copying its cached prefix from a slot away from it", async () => {
     const convo = conversation(
       "You are a patient guide who explains every step in short, plain sentences. ".repeat(4),
     );

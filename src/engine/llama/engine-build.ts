@@ -14,10 +14,10 @@ export const ADDON_PATCH_PATH = nativeFile("node-llama-cpp-addon.diff");
 /**
  * The patches to the llama.cpp source node-llama-cpp bundles, applied in this order by the builder after the clone.
  *
- * The AMX tile configuration: the bundled llama.cpp (node-llama-cpp 3.22.1) fills its AMX tile configuration in a stack buffer whose stores GCC drops
- * (it does not see that `_tile_loadconfig` reads it): the tiles stay unconfigured and the first batched decode on a
- * -march=native build with AMX died with SIGILL (`tilezero` in `tinygemm_kernel_amx`) on an Intel Xeon, three runs
- * out of three. The patch loads a constant configuration instead, as llama.cpp's pull request 26954 does.
+ * The AMX tile configuration: the bundled llama.cpp (node-llama-cpp 3.22.1) fills it in a stack buffer whose stores
+ * GCC drops (it does not see that `_tile_loadconfig` reads it): the tiles stay unconfigured and the first batched
+ * decode on a -march=native build with AMX died with SIGILL (`tilezero` in `tinygemm_kernel_amx`) on an Intel Xeon,
+ * three runs out of three. The patch loads a constant configuration instead, as llama.cpp's pull request 26954 does.
  *
  * The stream copy: node-llama-cpp's contexts keep each sequence in a KV stream of its own, and copying a prefix from
  * one sequence to another (`llama_memory_seq_cp`) copied the whole stream, every cell of every layer (47 MB for
