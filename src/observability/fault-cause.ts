@@ -9,9 +9,14 @@ export interface FaultCause {
 }
 
 export function faultCause(err: unknown, cause?: string): FaultCause {
-  const code = codeOf(err) ?? (err instanceof Error ? codeOf(err.cause) : undefined);
+  const code = errorCode(err);
   const text = cause ?? (err instanceof Error ? err.message : String(err));
   return code === undefined ? { cause: text } : { code, cause: text };
+}
+
+/** The error's own system or library code, else its cause's (fetch wraps undici's socket errors so). */
+export function errorCode(err: unknown): string | undefined {
+  return codeOf(err) ?? (err instanceof Error ? codeOf(err.cause) : undefined);
 }
 
 function codeOf(value: unknown): string | undefined {

@@ -3,7 +3,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { isConnectionReset, UpstreamHttpClient } from "./http-client.js";
+import { isConnectionReset, UpstreamHttpClient, type UpstreamResponse } from "./http-client.js";
 
 const CLIENT = fileURLToPath(new URL("./http-client.ts", import.meta.url));
 
@@ -41,10 +41,14 @@ describe("UpstreamHttpClient", () => {
   });
 });
 
-/** A local server whose handler sees the request number (1-based) and may reset the socket instead of answering. */
-async function serveResetting(
+/**
+ * Runs `test` against a local server that resets the socket of each request `answer` says to (by its 1-based
+ * number) and answers the others, with a client of its own; `seen` counts the requests that reached the server.
+ */
+async function withResettingServer(
   answer: (n: number) => "reset" | "ok",
-): Promise<{ url: string; close(): void; seen(): number }> {
+  test: (post: (signal?: AbortSignal) => Promise<UpstreamResponse>, seen: () => number) => Promise<void>,
+): Promise<void> {
   const { createServer } = await import("node:http");
   let n = 0;
   const server = createServer((req, res) => {
@@ -59,51 +63,54 @@ async function serveResetting(
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}/v1/chat/completions`, close: () => server.close(), seen: () => n };
+  const client = new UpstreamHttpClient();
+  const post = (signal = new AbortController().signal) =>
+    client.post(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      headers: { "content-type": "application/json" },
+      body: "{}",
+      signal,
+    });
+  try {
+    await test(post, () => n);
+  } finally {
+    await client.close();
+    server.close();
+  }
 }
 
 describe("UpstreamHttpClient retries a reset connection once", () => {
-  const post = (client: UpstreamHttpClient, url: string, signal = new AbortController().signal) =>
-    client.post(url, { headers: { "content-type": "application/json" }, body: "{}", signal });
-
   it("answers from a second connection when the first is reset before any answer", async () => {
-    const server = await serveResetting((n) => (n === 1 ? "reset" : "ok"));
-    const client = new UpstreamHttpClient();
-    try {
-      const response = await post(client, server.url);
-      expect(response.status).toBe(200);
-      expect(await response.json()).toEqual({ ok: true });
-      expect(server.seen()).toBe(2);
-    } finally {
-      await client.close();
-      server.close();
-    }
+    await withResettingServer(
+      (n) => (n === 1 ? "reset" : "ok"),
+      async (post, seen) => {
+        const response = await post();
+        expect(response.status).toBe(200);
+        expect(await response.json()).toEqual({ ok: true });
+        expect(seen()).toBe(2);
+      },
+    );
   });
 
   it("fails with the reset when the second connection is reset too, and tries no third", async () => {
-    const server = await serveResetting(() => "reset");
-    const client = new UpstreamHttpClient();
-    try {
-      const failure = await post(client, server.url).catch((err: unknown) => err);
-      expect(isConnectionReset(failure)).toBe(true);
-      expect(server.seen()).toBe(2);
-    } finally {
-      await client.close();
-      server.close();
-    }
+    await withResettingServer(
+      () => "reset",
+      async (post, seen) => {
+        const failure = await post().catch((err: unknown) => err);
+        expect(isConnectionReset(failure)).toBe(true);
+        expect(seen()).toBe(2);
+      },
+    );
   });
 
   it("does not retry a request its own signal aborted", async () => {
-    const server = await serveResetting(() => "reset");
-    const client = new UpstreamHttpClient();
-    const controller = new AbortController();
-    controller.abort();
-    try {
-      await expect(post(client, server.url, controller.signal)).rejects.toThrow();
-      expect(server.seen()).toBe(0);
-    } finally {
-      await client.close();
-      server.close();
-    }
+    await withResettingServer(
+      () => "reset",
+      async (post, seen) => {
+        const controller = new AbortController();
+        controller.abort();
+        await expect(post(controller.signal)).rejects.toThrow();
+        expect(seen()).toBe(0);
+      },
+    );
   });
 });

@@ -5,6 +5,7 @@
 // chunk to a small queue the relay reads directly, and pauses the connection while the reader is behind. The
 // probes keep fetch: one call per endpoint every two seconds.
 import { Agent, type Dispatcher } from "undici";
+import { errorCode } from "../../observability/fault-cause.js";
 
 export interface UpstreamPostOptions {
   headers: Record<string, string>;
@@ -188,8 +189,7 @@ export class UpstreamHttpClient {
 
 /** A connection the endpoint reset or closed under the request (undici's socket error, or the kernel's). */
 export function isConnectionReset(err: unknown): boolean {
-  const code =
-    (err as { code?: unknown } | null)?.code ?? (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  const code = errorCode(err);
   return code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE";
 }
 
