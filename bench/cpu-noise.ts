@@ -40,13 +40,18 @@ export function processCpuMs(pid: number): number {
 
 /** utime + stime of a process, all its threads (same clock ticks as /proc/stat); 0 once it is gone. */
 function processTicks(pid: number): number {
+  return statTicks(`/proc/${pid}/stat`) ?? 0;
+}
+
+/** utime + stime from a process's or a thread's `stat` file; undefined once it is gone. */
+function statTicks(path: string): number | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const stat = readFileSync(path, "utf8");
     // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return Number(rest[11]) + Number(rest[12]);
   } catch {
-    return 0;
+    return undefined;
   }
 }
 
@@ -93,13 +98,9 @@ function threadTicks(pid: number): Map<string, number> {
     return ticks;
   }
   for (const tid of tids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      ticks.set(tid, Number(rest[11]) + Number(rest[12]));
-    } catch {
-      // the thread ended meanwhile
-    }
+    // A thread that ended meanwhile has no file any more.
+    const used = statTicks(`/proc/${pid}/task/${tid}/stat`);
+    if (used !== undefined) ticks.set(tid, used);
   }
   return ticks;
 }
