@@ -56,6 +56,23 @@ describe("loadConfig", () => {
     expect(overridden.models[0]).toMatchObject({ queueTimeoutMs: 40, maxQueue: 0, parallel: 2 });
   });
 
+  it("takes the engine settings from the file, the environment winning", () => {
+    expect(load("").engine).toMatchObject({ build: "auto", backgroundBuild: true, directSteps: true });
+    const file = "engine:\n  build: prebuilt\n  directSteps: false\n";
+    expect(load(file).engine).toMatchObject({ build: "prebuilt", directSteps: false });
+    const env = {
+      HEARTH_ENGINE_BUILD: "tuned",
+      HEARTH_ENGINE_DIRECT_STEPS: "1",
+      HEARTH_ENGINE_BACKGROUND_BUILD: "0",
+    };
+    expect(load(file, env).engine).toMatchObject({
+      build: "tuned",
+      directSteps: true,
+      backgroundBuild: false,
+    });
+    expect(load("", { HEARTH_ENGINE_DIRECT_STEPS: "false" }).engine).toMatchObject({ directSteps: false });
+  });
+
   it("refuses out-of-range overrides like values in the file", () => {
     expect(() => loadConfig({ env: { HEARTH_QUEUE_TIMEOUT_MS: "0" } })).toThrow(/queueTimeoutMs/);
     expect(() => loadConfig({ env: {}, overrides: { parallel: 0 } })).toThrow(/parallel/);

@@ -521,10 +521,18 @@ export const engineSettingsSchema = z
       .describe(
         "how long the tuned build's idle pool threads poll for work (0-100); unset: 50, llama.cpp's default",
       ),
+    directSteps: z
+      .boolean()
+      .default(true)
+      .describe(
+        "on the tuned build, decode a step whose choices all draw greedily without node-llama-cpp's generators " +
+          "(one native call draws them all); false: every step through the library",
+      ),
   })
   .strict();
 
-export type EngineSettings = Pick<z.infer<typeof engineSettingsSchema>, "build" | "threadPoolPoll">;
+export type EngineSettings = Pick<z.infer<typeof engineSettingsSchema>, "build" | "threadPoolPoll"> &
+  Partial<Pick<z.infer<typeof engineSettingsSchema>, "directSteps">>;
 export type EngineFileSettings = z.infer<typeof engineSettingsSchema>;
 
 export const fileConfigSchema = z

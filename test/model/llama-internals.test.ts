@@ -13,8 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { usableCores } from "../../src/engine/llama/cpu.js";
 import {
   copySequenceState,
+  type DirectDecoder,
   findBiasMap,
   findCopyState,
+  findDirectDecoder,
   findGrammarCheck,
   findGrammarState,
   grammarAccepts,
@@ -193,6 +195,85 @@ describe("node-llama-cpp private members used by the engine", () => {
         message,
       ).toEqual(["decode", "decode", "sample"]);
       for (const call of calls) expect(call.end).toBeGreaterThanOrEqual(call.start);
+    } finally {
+      await own.dispose();
+    }
+  });
+
+  it(`${LLAMA_INTERNALS.directSteps}: a step decoded without generators draws and records what they would`, async () => {
+    const message = gone(
+      "directSteps",
+      "every step goes through node-llama-cpp's generators (slower at one stream)",
+    );
+    const own = await model.createContext({
+      sequences: 2,
+      contextSize: 512,
+      flashAttention: true,
+      threads: usableCores(),
+    });
+    try {
+      const sequences = [own.getSequence(), own.getSequence()];
+      const decoder = findDirectDecoder(own, sequences, 512);
+      // The draw is the tuned build's (native/node-llama-cpp-addon.diff): the prebuilt binaries have none.
+      if (llama.buildType !== "localBuild") {
+        expect(decoder).toBeUndefined();
+        return;
+      }
+      expect(decoder, message).toBeDefined();
+      const prompts = ["The capital of France is", "Once upon a time"].map((text) => model.tokenize(text));
+      // What the library's generators draw, each prompt alone in the shared context.
+      const expected: Token[][] = [];
+      for (const prompt of prompts) {
+        const sequence = context.getSequence();
+        const tokens: Token[] = [];
+        for await (const token of sequence.evaluate(prompt, { temperature: 0, yieldEogToken: true })) {
+          tokens.push(token);
+          if (tokens.length === 8) break;
+        }
+        sequence.dispose();
+        expected.push(tokens);
+      }
+      // Both prompts in one decode, then one token each per decode.
+      const drawn: Token[][] = [[], []];
+      let inputs: Token[][] = prompts;
+      for (let step = 0; step < 8; step++) {
+        const tokens = await (decoder as DirectDecoder).decode(
+          sequences.map((sequence, i) => ({ sequence, tokens: inputs[i] as Token[], draw: true })),
+        );
+        for (const [i, token] of tokens.entries()) drawn[i]?.push(token as Token);
+        inputs = tokens.map((token) => [token as Token]);
+      }
+      expect(drawn, message).toEqual(expected);
+      // The library sees what was decoded: every token but the last drawn, and it generates on from there.
+      const [sequence, other] = sequences as [LlamaContextSequence, LlamaContextSequence];
+      const held = [...(prompts[0] as Token[]), ...(drawn[0] as Token[]).slice(0, -1)];
+      expect(sequence.contextTokens, message).toEqual(held);
+      expect(sequence.nextTokenIndex, message).toBe(held.length);
+      const reference = context.getSequence();
+      try {
+        await reference.evaluateWithoutGeneratingNewTokens(held);
+        const last = (drawn[0] as Token[]).at(-1) as Token;
+        expect(await nextToken(sequence, last), message).toBe(await nextToken(reference, last));
+      } finally {
+        reference.dispose();
+      }
+      // A prompt chunk without a draw is recorded too, and more tokens than the batch takes are refused.
+      await other.clearHistory();
+      expect(
+        await (decoder as DirectDecoder).decode([
+          { sequence: other, tokens: [1, 2] as Token[], draw: false },
+        ]),
+      ).toEqual([undefined]);
+      expect(other.contextTokens).toEqual([1, 2]);
+      // More tokens than the batch takes, or than the sequence has room for, are refused before anything runs.
+      const small = findDirectDecoder(own, sequences, 4) as DirectDecoder;
+      const five = [1, 2, 3, 4, 5] as Token[];
+      await expect(small.decode([{ sequence: other, tokens: five, draw: true }])).rejects.toThrow(/5 tokens/);
+      const tooMany = Array.from({ length: 510 }, () => 1 as Token);
+      await expect(
+        (decoder as DirectDecoder).decode([{ sequence: other, tokens: tooMany, draw: true }]),
+      ).rejects.toThrow(/no room/);
+      expect(other.contextTokens).toEqual([1, 2]);
     } finally {
       await own.dispose();
     }

@@ -36,6 +36,11 @@ describe("the addon patch", () => {
     const argmax =
       /if \(IsArgmax\(\) && hearthArgmaxToken\([^)]*\)\) \{[^}]*\}\s*llama_token_data_array cur_p;/;
     expect(source).toMatch(new RegExp(`${argmax.source}\\s*sampler->sampleAndReleaseLock`));
+    // The draws of a direct step: one call, registered on the context's class.
+    expect(source).toContain('InstanceMethod("hearthArgmax", &AddonContext::HearthArgmax)');
+    expect(source).toMatch(/Napi::Value AddonContext::HearthArgmax\([^)]*\) \{[\s\S]*?hearthArgmaxToken\(/);
+    const header = readFileSync(join(work, "addon", "AddonContext.h"), "utf8");
+    expect(header).toContain("Napi::Value HearthArgmax(const Napi::CallbackInfo& info);");
   });
 });
 

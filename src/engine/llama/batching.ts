@@ -11,6 +11,8 @@ export interface RunnerStats {
    * unified into one ubatch per run (`split_equal`), each a pass over the weights. One per decode is the best.
    */
   sequenceRuns: number;
+  /** llama_decode calls the step loop made itself (direct steps: greedy draws on the tuned build). */
+  directDecodes: number;
   steps: number;
   /** Steps that only generated (no prompt work): their token count, the decodes and the runs they took. */
   generationSteps: number;
@@ -24,6 +26,7 @@ export function createRunnerStats(): RunnerStats {
     decodes: 0,
     decodedTokens: 0,
     sequenceRuns: 0,
+    directDecodes: 0,
     steps: 0,
     generationSteps: 0,
     generationStepTokens: 0,
@@ -70,6 +73,13 @@ export const sequenceOrderStrategy: CustomBatchingPrioritizationStrategy = ({ it
   return result;
 };
 
+/** Counts one llama_decode of `tokens` tokens for the sequences `sequenceIds` (ascending). */
+export function countDecode(stats: RunnerStats, tokens: number, sequenceIds: readonly number[]): void {
+  stats.decodes++;
+  stats.decodedTokens += tokens;
+  stats.sequenceRuns += runsOf(sequenceIds);
+}
+
 /**
  * `sequenceOrderStrategy` that also counts decodes in `stats`. The library asks its strategy once per batch it
  * builds and runs one llama_decode per batch that holds tokens; the batch's size is the sum of the amounts the
@@ -84,12 +94,9 @@ export function countingStrategy(
     const batch = sequenceOrderStrategy(options);
     const tokens = batch.reduce((sum, { processAmount }) => sum + processAmount, 0);
     if (tokens > 0) {
-      stats.decodes++;
-      stats.decodedTokens += tokens;
       // The batch is in ascending sequence id already.
-      stats.sequenceRuns += runsOf(
-        batch.filter((b) => b.processAmount > 0).map((b) => sequenceOf(b.item.evaluationPriority)),
-      );
+      const ids = batch.filter((b) => b.processAmount > 0).map((b) => sequenceOf(b.item.evaluationPriority));
+      countDecode(stats, tokens, ids);
       onBatch?.(tokens);
     }
     return batch;

@@ -13,11 +13,18 @@ import type { SampledToken } from "./token-logprobs.js";
 /** A choice's generator (`sequence.evaluateWithMetadata`): each sampled token, with logprob metadata when asked. */
 export type TokenGenerator = AsyncGenerator<SampledToken, void, undefined | Token | Token[]>;
 
-/** A choice being generated: its sequence, its generator and its output stream. */
+/** A choice being generated: its sequence, its output stream and how its tokens are drawn. */
 export interface Choice {
   sequenceId: number;
-  generator: TokenGenerator;
   stream: ChoiceStream;
+  /** What its next evaluation appends to its sequence: the prompt's rest at first, then its last sampled token. */
+  input: Token[];
+  /** Its draw is an argmax over the logits alone (`isArgmaxDraw`): a direct step may decode and draw it. */
+  argmax: boolean;
+  /** Its node-llama-cpp generator: opened (`open`) at a step through the library, closed before a direct step. */
+  generator: TokenGenerator | undefined;
+  /** A generator whose first evaluation is `tokens`, with the choice's sampling options. */
+  open: (tokens: Token[]) => TokenGenerator;
 }
 
 /** Settles `enqueue`: resolved when the job leaves the queue with its sequences, rejected when it never will. */

@@ -325,6 +325,7 @@ export class LlamaEngine implements Engine {
       path,
       cores: usableCores(),
       engineBuild: build.build,
+      directSteps: this.options.engine?.directSteps ?? true,
       templateThread: this.templateThread,
       onLoadProgress: (load) => {
         slot.progress.load = load;

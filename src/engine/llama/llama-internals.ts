@@ -37,6 +37,16 @@ export const LLAMA_INTERNALS = Object.freeze({
    * trace (the profile then says so).
    */
   nativeCalls: "LlamaContext._ctx.decodeBatch/sampleToken",
+  /**
+   * Steps the step loop decodes itself (greedy draws on the tuned build, `DirectDecoder`): the addon's batch calls
+   * (`_ctx.initBatch/addToBatch/decodeBatch`, with the tuned build's `hearthArgmax`), the library's thread
+   * reservation around a decode, and each sequence's token list and next position, kept as the library keeps them.
+   * Fallback: every step through node-llama-cpp's generators.
+   */
+  directSteps:
+    "LlamaContext._ctx.initBatch/addToBatch/decodeBatch/hearthArgmax, LlamaContext._reserveThreads/" +
+    "_threadSplitterConsumer/_scheduleToFreeReservedThreads, LlamaContextSequence._sequenceId/_contextTokens/" +
+    "_nextTokenIndex/_loadedTokenPredictions",
 } as const);
 
 export type LlamaInternal = keyof typeof LLAMA_INTERNALS;
@@ -187,4 +197,151 @@ export function grammarAccepts(llama: Llama, state: LlamaGrammarEvaluationState,
   } catch {
     return false;
   }
+}
+
+/** One sequence's part of a direct decode: tokens appended at its next position, and whether to draw after them. */
+export interface DirectItem {
+  sequence: LlamaContextSequence;
+  tokens: readonly Token[];
+  /** Draw the argmax token after the last of `tokens`. */
+  draw: boolean;
+}
+
+/**
+ * One llama_decode of the step loop's own making, without node-llama-cpp's generators: the items' tokens in one
+ * batch (in the given order), then the argmax token of each item that draws. The sequences' token lists advance as
+ * the library's own evaluations advance them, so the library (slot views, copies, erasures) sees what was decoded.
+ */
+export interface DirectDecoder {
+  /**
+   * Decodes `items`, at most `maxTokens` tokens in all; resolves with the drawn token of each item (undefined for
+   * those that do not draw). Rejects when llama_decode fails; nothing is recorded then.
+   */
+  decode(items: readonly DirectItem[]): Promise<(Token | undefined)[]>;
+  /** The most tokens one decode may take (the context's batch size). */
+  readonly maxTokens: number;
+}
+
+interface AddonContext {
+  initBatch(size: number): void;
+  addToBatch(
+    sequenceId: number,
+    firstPosition: number,
+    tokens: Uint32Array,
+    logitIndexes: Uint32Array,
+  ): Uint32Array;
+  decodeBatch(): Promise<void>;
+  hearthArgmax(logitIndexes: Uint32Array): Uint32Array;
+  setThreads(threads: number): void;
+}
+
+interface ThreadConsumer {
+  getAllocationToConsume():
+    | [number, { dispose(): void }]
+    | Promise<[number, { dispose(): void }] | undefined>
+    | undefined;
+}
+
+interface ContextThreads {
+  _reserveThreads(): void;
+  _threadSplitterConsumer?: ThreadConsumer;
+  _scheduleToFreeReservedThreads(): void;
+}
+
+interface SequenceTokens {
+  _sequenceId: number;
+  _contextTokens: Token[];
+  _nextTokenIndex: number;
+  _loadedTokenPredictions: unknown[];
+}
+
+const NO_LOGITS = new Uint32Array(0);
+const LAST_TOKEN = (tokens: readonly Token[]) => Uint32Array.of(tokens.length - 1);
+
+/** A sequence's token list and next position, when the library keeps them where Hearth reads them. */
+function sequenceTokens(sequence: LlamaContextSequence): SequenceTokens | undefined {
+  const state = sequence as unknown as Partial<SequenceTokens>;
+  return typeof state._sequenceId === "number" &&
+    Array.isArray(state._contextTokens) &&
+    typeof state._nextTokenIndex === "number" &&
+    Array.isArray(state._loadedTokenPredictions)
+    ? (state as SequenceTokens)
+    : undefined;
+}
+
+/**
+ * The direct decoder of `context` for `sequences` (all the runner uses), or undefined: the prebuilt binaries (no
+ * `hearthArgmax`), a library without one of the members above, or sequences that keep checkpoints (their prefix
+ * reuse depends on the library's checkpoint after each batch).
+ */
+export function findDirectDecoder(
+  context: LlamaContext,
+  sequences: readonly LlamaContextSequence[],
+  maxTokens: number,
+): DirectDecoder | undefined {
+  const native = (context as unknown as { _ctx?: Partial<AddonContext> })._ctx;
+  const threads = context as unknown as Partial<ContextThreads>;
+  const calls = ["initBatch", "addToBatch", "decodeBatch", "hearthArgmax", "setThreads"] as const;
+  if (native === undefined || calls.some((name) => typeof native[name] !== "function")) return undefined;
+  if (
+    typeof threads._reserveThreads !== "function" ||
+    typeof threads._scheduleToFreeReservedThreads !== "function"
+  )
+    return undefined;
+  if (sequences.some((s) => s.needsCheckpoints || sequenceTokens(s) === undefined)) return undefined;
+  const addon = native as AddonContext;
+  const reserved = threads as ContextThreads;
+  const contextSize = context.contextSize;
+
+  return {
+    maxTokens,
+    async decode(items) {
+      const states = items.map(({ sequence, tokens }) => {
+        const state = sequenceTokens(sequence);
+        if (state === undefined || state._loadedTokenPredictions.length > 0)
+          throw new Error("the sequence's token list is not where the direct decoder reads it");
+        // The library would shift the context here; Hearth's requests never reach the end (prompt + max_tokens fit).
+        if (state._nextTokenIndex + tokens.length > contextSize - 1)
+          throw new Error("the sequence has no room left for the tokens");
+        return state;
+      });
+      const size = items.reduce((sum, item) => sum + item.tokens.length, 0);
+      if (size === 0 || size > maxTokens) throw new Error(`a direct decode of ${size} tokens`);
+      addon.initBatch(size);
+      const logitIndexes: number[] = [];
+      items.forEach(({ tokens, draw }, i) => {
+        const logits = draw ? LAST_TOKEN(tokens) : NO_LOGITS;
+        const state = states[i] as SequenceTokens;
+        const indexes = addon.addToBatch(
+          state._sequenceId,
+          state._nextTokenIndex,
+          Uint32Array.from(tokens),
+          logits,
+        );
+        if (draw) logitIndexes.push(indexes[0] as number);
+      });
+      // The library's thread reservation around each decode (it shares the cores between contexts).
+      reserved._reserveThreads();
+      try {
+        const pending = reserved._threadSplitterConsumer?.getAllocationToConsume();
+        const allocation = pending instanceof Promise ? await pending : pending;
+        try {
+          if (allocation !== undefined) addon.setThreads(allocation[0]);
+          await addon.decodeBatch();
+        } finally {
+          allocation?.[1].dispose();
+        }
+      } finally {
+        reserved._scheduleToFreeReservedThreads();
+      }
+      items.forEach(({ tokens }, i) => {
+        const state = states[i] as SequenceTokens;
+        for (const token of tokens) state._contextTokens.push(token);
+        state._nextTokenIndex += tokens.length;
+      });
+      const drawn = addon.hearthArgmax(Uint32Array.from(logitIndexes));
+      let next = 0;
+      return items.map((item) => (item.draw ? (drawn[next++] as Token) : undefined));
+    },
+  };
 }

@@ -33,6 +33,8 @@ export interface LoadModelOptions {
   cores: number;
   /** The llama.cpp build `llama` runs: the tuned build keeps a thread pool per context. */
   engineBuild: EngineBuildState["build"];
+  /** Greedy steps decoded by the step loop itself where the build allows (`engine.directSteps`). */
+  directSteps: boolean;
   templateThread: TemplateThread;
   /** llama.cpp's load progress, 0..1. */
   onLoadProgress?: (progress: number) => void;
@@ -80,7 +82,16 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
     const renderer = options.templateThread.renderer(createPromptRenderer(rendererOptions), rendererOptions);
     const capabilities = detectCapabilities(rendererOptions.template);
     const store = await createPromptStore(config.promptCacheMiB * 1024 * 1024);
-    const runner = new ModelRunner({ config, model, context, stats, renderer, capabilities, store });
+    const runner = new ModelRunner({
+      config,
+      model,
+      context,
+      stats,
+      renderer,
+      capabilities,
+      store,
+      directSteps: options.directSteps,
+    });
     return { config, model, context, runner, engineBuild: options.engineBuild };
   } catch (err) {
     await model.dispose();

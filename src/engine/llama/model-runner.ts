@@ -9,7 +9,7 @@ import type { Generation, GenerationRequest, ModelLoad } from "../types.js";
 import { Admission } from "./admission.js";
 import type { RunnerStats } from "./batching.js";
 import { Job } from "./job.js";
-import { unboundedTopK } from "./llama-internals.js";
+import { findDirectDecoder, unboundedTopK } from "./llama-internals.js";
 import { OutputControl } from "./output-control.js";
 import { type LlamaPreparedRequest, RequestPreparer } from "./prepared-request.js";
 import type { PromptStore } from "./prompt-store.js";
@@ -31,6 +31,8 @@ export interface ModelRunnerOptions {
   capabilities: TemplateCapabilities;
   /** Prompt states in host memory beyond the slots; the runner owns it (disposes it with itself). */
   store?: PromptStore | undefined;
+  /** Greedy steps decoded by the step loop itself when the build allows (`engine.directSteps`); default off. */
+  directSteps?: boolean | undefined;
 }
 
 export class ModelRunner {
@@ -101,6 +103,8 @@ export class ModelRunner {
       stopping: () => this.stopping,
       ended: () => this.idle.check(),
       store: this.store,
+      direct:
+        options.directSteps === true ? findDirectDecoder(context, sequences, config.batchSize) : undefined,
     });
     this.idle = new IdleSignal(() => this.admission.depth === 0 && this.loop.running.length === 0);
   }

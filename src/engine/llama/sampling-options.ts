@@ -1,5 +1,11 @@
 // What a choice's generator samples with: OpenAI's and vLLM's sampling parameters and the output control's token bias.
-import { type LlamaModel, type SequenceEvaluateOptions, type Token, TokenBias } from "node-llama-cpp";
+import {
+  type LlamaModel,
+  type SequenceEvaluateMetadataOptions,
+  type SequenceEvaluateOptions,
+  type Token,
+  TokenBias,
+} from "node-llama-cpp";
 import type { SamplingParams } from "../types.js";
 import { priorityOf } from "./batching.js";
 import type { ChoiceStream } from "./choice-stream.js";
@@ -56,6 +62,27 @@ export function evaluateOptions(
     ...(grammarEvaluationState === undefined ? {} : { grammarEvaluationState }),
     ...(repeatPenalty === undefined ? {} : { repeatPenalty }),
   };
+}
+
+/**
+ * Whether a generator with these options and metadata draws each token as an argmax over the model's logits and
+ * nothing else: temperature 0 with no bias, grammar, penalty or other stage in the chain, and no probabilities
+ * asked for. The step loop may then decode the choice itself and draw the argmax natively (direct steps).
+ */
+export function isArgmaxDraw(
+  options: SequenceEvaluateOptions,
+  metadata: SequenceEvaluateMetadataOptions,
+): boolean {
+  return (
+    options.temperature === 0 &&
+    options.tokenBias === undefined &&
+    options.grammarEvaluationState === undefined &&
+    options.repeatPenalty === undefined &&
+    options.dryRepeatPenalty === undefined &&
+    options.xtc === undefined &&
+    metadata.probabilities !== true &&
+    metadata.confidence !== true
+  );
 }
 
 /**

@@ -1,14 +1,14 @@
 // The continuous-batching loop of one context: each step, a prefill chunk and every generating choice's next token.
 import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { MAX_BACKLOG } from "../channel.js";
-import { priorityOf, type RunnerStats } from "./batching.js";
+import { countDecode, priorityOf, type RunnerStats } from "./batching.js";
 import { ChoiceStream, usageOf } from "./choice-stream.js";
 import type { Choice, Job, TokenGenerator } from "./job.js";
-import { copySequenceState } from "./llama-internals.js";
+import { copySequenceState, type DirectDecoder, type DirectItem } from "./llama-internals.js";
 import type { OutputControl } from "./output-control.js";
 import { PrefillBudget } from "./prefill-budget.js";
 import type { PromptStore } from "./prompt-store.js";
-import { type ChoiceSampling, evaluateOptions } from "./sampling-options.js";
+import { type ChoiceSampling, evaluateOptions, isArgmaxDraw } from "./sampling-options.js";
 import { commonPrefixLength, MIN_COPY_GAIN, type SlotChoice } from "./slot-choice.js";
 import type { Slot, SlotPool } from "./slot-pool.js";
 import { logprobMetadata, TokenLogprobs, type Vocabulary } from "./token-logprobs.js";
@@ -39,13 +39,21 @@ export interface StepLoopOptions {
   ended: (job: Job) => void;
   /** Prompt states kept in host memory beyond the slots (prompt-store.ts); none when absent. */
   store?: PromptStore | undefined;
+  /**
+   * Decodes a step without node-llama-cpp's generators when every choice in it draws an argmax (the tuned build);
+   * absent, every step goes through the library.
+   */
+  direct?: DirectDecoder | undefined;
 }
 
 /** One evaluation of a step, on one sequence. */
 interface Work {
   job: Job;
   sequenceId: number;
+  /** Through node-llama-cpp: a generator's next token, or a prompt chunk evaluated. */
   run: () => Promise<void>;
+  /** The same evaluation for a direct step; `choice` takes the drawn token. Absent: only the library can run it. */
+  direct: { item: DirectItem; choice?: Choice } | undefined;
 }
 
 export class StepLoop {
@@ -120,7 +128,7 @@ export class StepLoop {
       // Its reader has fallen behind (a client that stopped reading): paused, holding its sequences, until the
       // reader catches up or the SSE drain timeout cancels it. Other jobs' steps go on without it.
       if (job.channel.backlog >= MAX_BACKLOG) continue;
-      for (const choice of job.choices) if (!choice.stream.finished) work.push(decodeWork(job, choice));
+      for (const choice of job.choices) if (!choice.stream.finished) work.push(this.decodeWork(job, choice));
     }
     const prefilling = this.active.filter((job) => job.state === "prefill" && !job.cancelled);
     for (const job of prefilling) {
@@ -151,7 +159,7 @@ export class StepLoop {
         await this.startChoices(job, primary, lease, job.prefillPos);
         job.prefillPos = end;
         promptWork = true;
-        for (const choice of job.choices) work.push(decodeWork(job, choice));
+        for (const choice of job.choices) work.push(this.decodeWork(job, choice));
         continue;
       }
       if (budget <= 0) continue;
@@ -167,6 +175,7 @@ export class StepLoop {
           primary.sequence.evaluateWithoutGeneratingNewTokens(chunk, {
             evaluationPriority: priorityOf(primary.id),
           }),
+        direct: { item: { sequence: primary.sequence, tokens: chunk, draw: false } },
       });
     }
     if (work.length === 0) {
@@ -181,10 +190,10 @@ export class StepLoop {
     stats.steps++;
     const decodesBefore = stats.decodes;
     const runsBefore = stats.sequenceRuns;
-    // Start every evaluation in the same tick, in ascending sequence id: the library then puts them all
-    // into one llama_decode (its dispatcher runs on the next macrotask).
     const started = performance.now();
-    const results = await Promise.allSettled(work.map((w) => w.run()));
+    const direct = this.options.direct;
+    if (direct !== undefined && directable(work, direct)) await this.decodeDirect(work, direct);
+    else await this.decodeThroughLibrary(work);
     this.budget.record({ generating, promptTokens, ms: performance.now() - started });
     if (!promptWork) {
       stats.generationSteps++;
@@ -192,12 +201,83 @@ export class StepLoop {
       stats.generationStepDecodes += stats.decodes - decodesBefore;
       stats.generationStepRuns += stats.sequenceRuns - runsBefore;
     }
-    results.forEach((result, i) => {
-      if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
-    });
     for (const job of [...this.active]) {
       if (job.state === "decode" && job.choices.every((c) => c.stream.finished)) await this.release(job);
     }
+  }
+
+  /**
+   * The step through node-llama-cpp: every evaluation started in the same tick, in ascending sequence id, so the
+   * library puts them all into one llama_decode (its dispatcher runs on the next macrotask).
+   */
+  private async decodeThroughLibrary(work: readonly Work[]): Promise<void> {
+    const results = await Promise.allSettled(work.map((w) => w.run()));
+    results.forEach((result, i) => {
+      if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
+    });
+  }
+
+  /**
+   * The step as one llama_decode of the loop's own (every choice in it draws an argmax): no generator, lock or
+   * sampler per choice. A choice that ran through the library before closes its generator first (the sequence then
+   * holds everything but its last sampled token, which is its input).
+   */
+  private async decodeDirect(work: readonly Work[], decoder: DirectDecoder): Promise<void> {
+    for (const w of work) {
+      const choice = w.direct?.choice;
+      const generator = choice?.generator;
+      if (choice === undefined || generator === undefined) continue;
+      choice.generator = undefined;
+      await generator.return();
+    }
+    const items = work.map((w) => (w.direct as { item: DirectItem }).item);
+    const tokens = items.reduce((sum, item) => sum + item.tokens.length, 0);
+    countDecode(
+      this.options.stats,
+      tokens,
+      work.map((w) => w.sequenceId),
+    );
+    this.options.stats.directDecodes++;
+    let drawn: (Token | undefined)[];
+    try {
+      drawn = await decoder.decode(items);
+    } catch (error) {
+      for (const w of work) failJob(w.job, error);
+      return;
+    }
+    work.forEach((w, i) => {
+      const choice = w.direct?.choice;
+      const token = drawn[i];
+      if (choice === undefined || token === undefined || w.job.cancelled) return;
+      choice.stream.push(token);
+      choice.input = [token];
+    });
+  }
+
+  /** The next token of one choice: evaluates its input (the prompt's rest, then the token it sampled last). */
+  private decodeWork(job: Job, choice: Choice): Work {
+    const sequence = this.options.pool.slot(choice.sequenceId).sequence;
+    return {
+      job,
+      sequenceId: choice.sequenceId,
+      run: async () => {
+        let generator = choice.generator;
+        if (generator === undefined) {
+          generator = choice.open(choice.input);
+          choice.generator = generator;
+        }
+        // A new generator evaluates what it was opened with; one that yielded takes the input as its next tokens.
+        const result = await generator.next(choice.input);
+        if (job.cancelled) return;
+        if (result.done === true) {
+          choice.stream.push(undefined);
+          return;
+        }
+        choice.stream.push(result.value.token, result.value);
+        choice.input = [result.value.token];
+      },
+      direct: choice.argmax ? { item: { sequence, tokens: choice.input, draw: true }, choice } : undefined,
+    };
   }
 
   /**
@@ -306,8 +386,15 @@ export class StepLoop {
         ...(logprobs === undefined ? {} : { logprobs }),
       });
       const options = evaluateOptions(this.sampling, sampling, prepared, stream, slot.id, job.prompt);
-      const generator: TokenGenerator = slot.sequence.evaluateWithMetadata(first, metadata, options);
-      return { sequenceId: slot.id, generator, stream };
+      return {
+        sequenceId: slot.id,
+        stream,
+        input: first,
+        argmax: isArgmaxDraw(options, metadata),
+        generator: undefined,
+        open: (tokens: Token[]): TokenGenerator =>
+          slot.sequence.evaluateWithMetadata(tokens, metadata, options),
+      };
     });
     job.state = "decode";
     this.options.pool.markStarted(lease);
@@ -317,7 +404,7 @@ export class StepLoop {
   private async release(job: Job): Promise<void> {
     const i = this.active.indexOf(job);
     if (i >= 0) this.active.splice(i, 1);
-    await Promise.allSettled(job.choices.map((c) => c.generator.return()));
+    await Promise.allSettled(job.choices.map((c) => c.generator?.return()));
     if (job.lease?.restore !== undefined) this.options.store?.unpin(job.lease.restore);
     if (job.lease !== undefined) this.options.pool.free(job.lease);
     finishJob(job);
@@ -325,18 +412,14 @@ export class StepLoop {
   }
 }
 
-/** The next token of one choice: feeds back the token it sampled last (none at its first step). */
-function decodeWork(job: Job, choice: Choice): Work {
-  return {
-    job,
-    sequenceId: choice.sequenceId,
-    run: async () => {
-      const result = await choice.generator.next(choice.stream.generated.at(-1));
-      if (job.cancelled) return;
-      if (result.done === true) choice.stream.push(undefined);
-      else choice.stream.push(result.value.token, result.value);
-    },
-  };
+/** Whether the direct decoder can take the whole step: every evaluation has a direct form, and it fits one batch. */
+function directable(work: readonly Work[], decoder: DirectDecoder): boolean {
+  let tokens = 0;
+  for (const w of work) {
+    if (w.direct === undefined) return false;
+    tokens += w.direct.item.tokens.length;
+  }
+  return tokens <= decoder.maxTokens;
 }
 
 function finishJob(job: Job): void {
