@@ -244,6 +244,12 @@ describe("node-llama-cpp private members used by the engine", () => {
         inputs = tokens.map((token) => [token as Token]);
       }
       expect(drawn, message).toEqual(expected);
+      // The context's share of the cores stays reserved between direct decodes, and is freed once they stop.
+      const splitter = () => (own as unknown as { _threadSplitterConsumer?: object })._threadSplitterConsumer;
+      expect(splitter(), message).toBeDefined();
+      (decoder as DirectDecoder).idle();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(splitter(), message).toBeUndefined();
       // The library sees what was decoded: every token but the last drawn, and it generates on from there.
       const [sequence, other] = sequences as [LlamaContextSequence, LlamaContextSequence];
       const held = [...(prompts[0] as Token[]), ...(drawn[0] as Token[]).slice(0, -1)];

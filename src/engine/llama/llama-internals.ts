@@ -218,6 +218,11 @@ export interface DirectDecoder {
    * those that do not draw). Rejects when llama_decode fails; nothing is recorded then.
    */
   decode(items: readonly DirectItem[]): Promise<(Token | undefined)[]>;
+  /**
+   * The steps have stopped for now: the context's share of the cores, reserved at its first direct decode and kept
+   * between decodes, is freed (the library frees its own after each batch it dispatches, with a timer).
+   */
+  idle(): void;
   /** The most tokens one decode may take (the context's batch size). */
   readonly maxTokens: number;
 }
@@ -320,19 +325,16 @@ export function findDirectDecoder(
         );
         if (draw) logitIndexes.push(indexes[0] as number);
       });
-      // The library's thread reservation around each decode (it shares the cores between contexts).
+      // The library's share of the cores between contexts: this context's reservation (kept until `idle`, where the
+      // library sets a timer after every batch) and each decode's threads.
       reserved._reserveThreads();
+      const pending = reserved._threadSplitterConsumer?.getAllocationToConsume();
+      const allocation = pending instanceof Promise ? await pending : pending;
       try {
-        const pending = reserved._threadSplitterConsumer?.getAllocationToConsume();
-        const allocation = pending instanceof Promise ? await pending : pending;
-        try {
-          if (allocation !== undefined) addon.setThreads(allocation[0]);
-          await addon.decodeBatch();
-        } finally {
-          allocation?.[1].dispose();
-        }
+        if (allocation !== undefined) addon.setThreads(allocation[0]);
+        await addon.decodeBatch();
       } finally {
-        reserved._scheduleToFreeReservedThreads();
+        allocation?.[1].dispose();
       }
       items.forEach(({ tokens }, i) => {
         const state = states[i] as SequenceTokens;
@@ -342,6 +344,9 @@ export function findDirectDecoder(
       const drawn = addon.hearthArgmax(Uint32Array.from(logitIndexes));
       let next = 0;
       return items.map((item) => (item.draw ? (drawn[next++] as Token) : undefined));
+    },
+    idle() {
+      reserved._scheduleToFreeReservedThreads();
     },
   };
 }

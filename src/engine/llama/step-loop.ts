@@ -103,13 +103,17 @@ export class StepLoop {
   }
 
   private async run(): Promise<void> {
-    while (true) {
-      await this.reapCancelled();
-      this.options.admit();
-      if (this.active.length === 0) {
-        if (this.options.stopping() || this.options.queued() === 0) return;
+    try {
+      while (true) {
+        await this.reapCancelled();
+        this.options.admit();
+        if (this.active.length === 0) {
+          if (this.options.stopping() || this.options.queued() === 0) return;
+        }
+        await this.step();
       }
-      await this.step();
+    } finally {
+      this.options.direct?.idle();
     }
   }
 
