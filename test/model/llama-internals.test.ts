@@ -244,12 +244,26 @@ describe("node-llama-cpp private members used by the engine", () => {
         inputs = tokens.map((token) => [token as Token]);
       }
       expect(drawn, message).toEqual(expected);
-      // The context's share of the cores stays reserved between direct decodes, and is freed once they stop.
-      const splitter = () => (own as unknown as { _threadSplitterConsumer?: object })._threadSplitterConsumer;
-      expect(splitter(), message).toBeDefined();
-      (decoder as DirectDecoder).idle();
+      // The context's threads stay allocated between direct decodes while no other context wants any, and its
+      // share of the cores is freed once they stop.
+      const consumer = () =>
+        (own as unknown as { _threadSplitterConsumer?: { _usedThreads: number } })._threadSplitterConsumer;
+      expect(consumer()?._usedThreads, message).toBeGreaterThan(0);
+      // Another context that wants threads meanwhile gets them once this one decodes again.
+      const elsewhere = context.getSequence();
+      const waiting = elsewhere.evaluateWithoutGeneratingNewTokens(prompts[1] as Token[]);
       await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(splitter(), message).toBeUndefined();
+      const more = await (decoder as DirectDecoder).decode([
+        { sequence: sequences[1] as LlamaContextSequence, tokens: [drawn[1]?.at(-1) as Token], draw: true },
+      ]);
+      expect(more[0]).toBeDefined();
+      await waiting;
+      expect(elsewhere.contextTokens).toEqual(prompts[1]);
+      elsewhere.dispose();
+      (decoder as DirectDecoder).idle();
+      expect(consumer()?._usedThreads, message).toBe(0);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(consumer(), message).toBeUndefined();
       // The library sees what was decoded: every token but the last drawn, and it generates on from there.
       const [sequence, other] = sequences as [LlamaContextSequence, LlamaContextSequence];
       const held = [...(prompts[0] as Token[]), ...(drawn[0] as Token[]).slice(0, -1)];

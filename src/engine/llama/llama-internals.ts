@@ -45,8 +45,8 @@ export const LLAMA_INTERNALS = Object.freeze({
    */
   directSteps:
     "LlamaContext._ctx.initBatch/addToBatch/decodeBatch/hearthArgmax, LlamaContext._reserveThreads/" +
-    "_threadSplitterConsumer/_scheduleToFreeReservedThreads, LlamaContextSequence._sequenceId/_contextTokens/" +
-    "_nextTokenIndex/_loadedTokenPredictions",
+    "_threadSplitterConsumer/_scheduleToFreeReservedThreads/_llama._threadsSplitter._totalWantedThreads, " +
+    "LlamaContextSequence._sequenceId/_contextTokens/_nextTokenIndex/_loadedTokenPredictions",
 } as const);
 
 export type LlamaInternal = keyof typeof LLAMA_INTERNALS;
@@ -219,8 +219,9 @@ export interface DirectDecoder {
    */
   decode(items: readonly DirectItem[]): Promise<(Token | undefined)[]>;
   /**
-   * The steps have stopped for now: the context's share of the cores, reserved at its first direct decode and kept
-   * between decodes, is freed (the library frees its own after each batch it dispatches, with a timer).
+   * The loop stops decoding directly for now (it has gone idle, or the library is about to decode): the context's
+   * share of the cores, kept between direct decodes, is given back (the library gives its own back after each batch
+   * it dispatches).
    */
   idle(): void;
   /** The most tokens one decode may take (the context's batch size). */
@@ -241,6 +242,7 @@ interface AddonContext {
 }
 
 interface ThreadConsumer {
+  _wantedThreads: number;
   getAllocationToConsume():
     | [number, { dispose(): void }]
     | Promise<[number, { dispose(): void }] | undefined>
@@ -248,6 +250,7 @@ interface ThreadConsumer {
 }
 
 interface ContextThreads {
+  _llama?: { _threadsSplitter?: { _totalWantedThreads?: number } };
   _reserveThreads(): void;
   _threadSplitterConsumer?: ThreadConsumer;
   _scheduleToFreeReservedThreads(): void;
@@ -297,6 +300,16 @@ export function findDirectDecoder(
   const addon = native as AddonContext;
   const reserved = threads as ContextThreads;
   const contextSize = context.contextSize;
+  /** Threads allocated to this context and kept between direct decodes while no other context wants any. */
+  let held: { consumer: ThreadConsumer; threads: number; release: () => void } | undefined;
+  /** Whether this context's consumer is the only one of the library's thread splitter (no other context decodes). */
+  const alone = (consumer: ThreadConsumer | undefined) =>
+    consumer !== undefined &&
+    reserved._llama?._threadsSplitter?._totalWantedThreads === consumer._wantedThreads;
+  const giveBack = () => {
+    held?.release();
+    held = undefined;
+  };
 
   return {
     maxTokens,
@@ -325,16 +338,25 @@ export function findDirectDecoder(
         );
         if (draw) logitIndexes.push(indexes[0] as number);
       });
-      // The library's share of the cores between contexts: this context's reservation (kept until `idle`, where the
-      // library sets a timer after every batch) and each decode's threads.
+      // The library shares the cores between contexts: each reserves its share and is allocated threads for each
+      // batch. Alone, this context keeps its threads from one direct decode to the next (the allocation is an
+      // async call and a handle per decode); another context that wants threads gets them after this decode.
       reserved._reserveThreads();
-      const pending = reserved._threadSplitterConsumer?.getAllocationToConsume();
-      const allocation = pending instanceof Promise ? await pending : pending;
+      const consumer = reserved._threadSplitterConsumer;
+      if (held !== undefined && (held.consumer !== consumer || !alone(consumer))) giveBack();
+      if (held === undefined && consumer !== undefined) {
+        const pending = consumer.getAllocationToConsume();
+        const allocation = pending instanceof Promise ? await pending : pending;
+        if (allocation !== undefined) {
+          const [allocated, handle] = allocation;
+          held = { consumer, threads: allocated, release: () => handle.dispose() };
+        }
+      }
       try {
-        if (allocation !== undefined) addon.setThreads(allocation[0]);
+        if (held !== undefined) addon.setThreads(held.threads);
         await addon.decodeBatch();
       } finally {
-        allocation?.[1].dispose();
+        if (!alone(consumer)) giveBack();
       }
       items.forEach(({ tokens }, i) => {
         const state = states[i] as SequenceTokens;
@@ -346,6 +368,7 @@ export function findDirectDecoder(
       return items.map((item) => (item.draw ? (drawn[next++] as Token) : undefined));
     },
     idle() {
+      giveBack();
       reserved._scheduleToFreeReservedThreads();
     },
   };

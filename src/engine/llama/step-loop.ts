@@ -183,7 +183,9 @@ export class StepLoop {
       });
     }
     if (work.length === 0) {
-      // Every job is paused for its reader, or waiting on something outside the loop: never spin.
+      // Every job is paused for its reader, or waiting on something outside the loop: never spin (nor keep threads
+      // another model's context may want).
+      this.options.direct?.idle();
       await new Promise<void>((resolve) => {
         this.wake = resolve;
         setTimeout(resolve, 50);
@@ -215,6 +217,8 @@ export class StepLoop {
    * library puts them all into one llama_decode (its dispatcher runs on the next macrotask).
    */
   private async decodeThroughLibrary(work: readonly Work[]): Promise<void> {
+    // The library allocates the context's threads for each batch itself.
+    this.options.direct?.idle();
     const results = await Promise.allSettled(work.map((w) => w.run()));
     results.forEach((result, i) => {
       if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
