@@ -39,9 +39,9 @@ export const LLAMA_INTERNALS = Object.freeze({
   nativeCalls: "LlamaContext._ctx.decodeBatch/sampleToken",
   /**
    * Steps the step loop decodes itself (greedy draws on the tuned build, `DirectDecoder`): the addon's batch calls
-   * (`_ctx.initBatch/addToBatch/decodeBatch`, with the tuned build's `hearthArgmax`), the library's thread
-   * reservation around a decode, and each sequence's token list and next position, kept as the library keeps them.
-   * Fallback: every step through node-llama-cpp's generators.
+   * (`_ctx.initBatch/addToBatch/decodeBatch`, with the tuned build's `hearthArgmax`), the library's thread splitter
+   * (the context's reservation, its allocation, the threads other contexts want), and each sequence's token list
+   * and next position, kept as the library keeps them. Fallback: every step through node-llama-cpp's generators.
    */
   directSteps:
     "LlamaContext._ctx.initBatch/addToBatch/decodeBatch/hearthArgmax, LlamaContext._reserveThreads/" +

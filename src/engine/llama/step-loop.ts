@@ -236,7 +236,8 @@ export class StepLoop {
       const generator = choice?.generator;
       if (choice === undefined || generator === undefined) continue;
       choice.generator = undefined;
-      await generator.return();
+      // Its finally blocks release the library's sampler; a failure there leaves nothing for this step to undo.
+      await generator.return().catch(() => undefined);
     }
     const items = work.map((w) => (w.direct as { item: DirectItem }).item);
     const tokens = items.reduce((sum, item) => sum + item.tokens.length, 0);
