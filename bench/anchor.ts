@@ -44,6 +44,13 @@ export interface AnchorOptions {
    * Hearth's own default. For example `{ UV_THREADPOOL_SIZE: "1" }` or `{ HEARTH_ADDON_SAMPLING: "pool" }`.
    */
   envs?: Record<string, string>[];
+  /**
+   * Seconds each server is warmed up for, one stream at a time, before the first measured run; default 30. Hearth's
+   * JavaScript is compiled by V8 as it runs: at one stream a fresh server made 144, 150, 158 and then 165–170 tok/s
+   * in consecutive 10 s windows (AMD EPYC, 2026-11-28), so one request of warm-up measured its first minute, not
+   * the server. llama-server is warmed up the same.
+   */
+  warmupSeconds?: number;
 }
 
 /**
@@ -99,6 +106,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
   const maxTokens = options.maxTokens ?? 128;
   const model = options.model ?? "smollm2-135m-instruct";
   const threads = options.threads ?? 2;
+  const warmupSeconds = options.warmupSeconds ?? 30;
   const parallel = Math.max(...levels);
   // The same context per sequence on both: llama-server shares -c among its -np slots.
   const perSequence = 2048;
@@ -186,12 +194,15 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
           pid: server.child.pid,
         })),
       ];
-      // A warm-up round each: weights paged in, threads started, caches of both warm.
-      for (const side of sides)
+      // A warm-up round each: weights paged in, threads started, caches of both warm, Hearth's JavaScript compiled
+      // (warmupSeconds). Then one request per client at the largest level, as every level's slots are then used.
+      for (const side of sides) {
+        if (warmupSeconds > 0) await runLevel(side.target, 1, { kind: "seconds", seconds: warmupSeconds });
         await runLevel(side.target, parallel, {
           kind: "plan",
           perClient: new Array<number>(parallel).fill(1),
         });
+      }
       const runs = new Map<
         string,
         { result: LevelResult; noise: CpuNoise | undefined; cpu: ThreadCpu | undefined }[]
@@ -242,7 +253,14 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         return { ...chosen, runs: list.map((r) => r.result.tokensPerSecond) };
       };
       const hearthSides = sides.slice(1).map((side) => side.name);
-      return render(levels, hearthSides, measured, { seconds, repeats, maxTokens, threads, parallel });
+      return render(levels, hearthSides, measured, {
+        seconds,
+        repeats,
+        maxTokens,
+        threads,
+        parallel,
+        warmupSeconds,
+      });
     }
   } finally {
     for (const { server } of hearths) await server.stop();
@@ -264,7 +282,14 @@ function render(
   levels: number[],
   hearthSides: string[],
   measured: (name: string, level: number) => Measured | undefined,
-  settings: { seconds: number; repeats: number; maxTokens: number; threads: number; parallel: number },
+  settings: {
+    seconds: number;
+    repeats: number;
+    maxTokens: number;
+    threads: number;
+    parallel: number;
+    warmupSeconds: number;
+  },
 ): string {
   const rows: string[] = [];
   const targets: string[] = [];
@@ -303,6 +328,7 @@ function render(
       `Hearth (\`parallel ${settings.parallel}\`, ${settings.threads} threads; each llama.cpp build it ran, named by ` +
       "/health) on the same GGUF; the same " +
       `closed-loop streaming client, max_tokens ${settings.maxTokens}, temperature 0, ${settings.seconds} s per run, ` +
+      `each server warmed up for ${settings.warmupSeconds} s at one stream, ` +
       `${settings.repeats} runs per server and level interleaved (A, B, A, B); the median run is shown, every run's ` +
       "tok/s in brackets. CPU ms per token: the server's compute threads (its busiest " +
       `${settings.threads}) · its other threads (HTTP, Hearth's JS thread). ` +
@@ -324,7 +350,9 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const prefillStretches = process.env.BENCH_ANCHOR_STRETCH?.split(",").map(Number);
   const envs = parseAnchorEnvs(process.env);
   const promptCaches = process.env.BENCH_ANCHOR_PROMPT_CACHE?.split(",").map(Number);
+  const warmup = process.env.BENCH_ANCHOR_WARMUP;
   benchAnchor({
+    ...(warmup === undefined ? {} : { warmupSeconds: Number(warmup) }),
     seconds: options.seconds,
     repeats: Math.max(3, options.repeats),
     levels: options.levels,

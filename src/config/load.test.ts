@@ -71,6 +71,10 @@ describe("loadConfig", () => {
       backgroundBuild: false,
     });
     expect(load("", { HEARTH_ENGINE_DIRECT_STEPS: "false" }).engine).toMatchObject({ directSteps: false });
+    expect(load("").engine).toMatchObject({ blockingDecodeMs: 15 });
+    expect(load("", { HEARTH_ENGINE_BLOCKING_DECODE_MS: "0" }).engine).toMatchObject({ blockingDecodeMs: 0 });
+    expect(() => load("", { HEARTH_ENGINE_BLOCKING_DECODE_MS: "500" })).toThrow(ConfigError);
+    expect(() => load("", { HEARTH_ENGINE_BLOCKING_DECODE_MS: "soon" })).toThrow(ConfigError);
   });
 
   it("refuses out-of-range overrides like values in the file", () => {

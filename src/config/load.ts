@@ -144,17 +144,19 @@ export function loadConfig(options: LoadConfigOptions = {}): HearthConfig {
   };
 }
 
-/** The `engine:` block with HEARTH_ENGINE_BUILD, _BACKGROUND_BUILD and _DIRECT_STEPS over it. */
+/** The `engine:` block with HEARTH_ENGINE_BUILD, _BACKGROUND_BUILD, _DIRECT_STEPS and _BLOCKING_DECODE_MS over it. */
 function engineSettings(file: EngineFileSettings, env: NodeJS.ProcessEnv): EngineFileSettings {
   const build = env.HEARTH_ENGINE_BUILD || undefined;
   const background = env.HEARTH_ENGINE_BACKGROUND_BUILD || undefined;
   const direct = env.HEARTH_ENGINE_DIRECT_STEPS || undefined;
+  const blocking = env.HEARTH_ENGINE_BLOCKING_DECODE_MS || undefined;
   const flag = (value: string) => value !== "0" && value !== "false";
   const merged = {
     ...file,
     ...(build === undefined ? {} : { build }),
     ...(background === undefined ? {} : { backgroundBuild: flag(background) }),
     ...(direct === undefined ? {} : { directSteps: flag(direct) }),
+    ...(blocking === undefined ? {} : { blockingDecodeMs: Number(blocking) }),
   };
   const checked = engineSettingsSchema.safeParse(merged);
   if (!checked.success) throw new ConfigError(formatZodIssues(checked.error, "HEARTH_ENGINE_BUILD"));

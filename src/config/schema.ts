@@ -498,6 +498,12 @@ export const memoryBudgetSchema = z
 
 export type MemoryBudget = z.infer<typeof memoryBudgetSchema>;
 
+/**
+ * The longest decode (ms) the event loop waits for by default: a one-stream step of the default model takes about 6
+ * ms on 2 vCPUs, four streams about 22 (docs/models.md, "The tuned engine build").
+ */
+export const DEFAULT_BLOCKING_DECODE_MS = 15;
+
 /** The embedded engine's llama.cpp build (docs/models.md, "The tuned engine build"). */
 export const engineSettingsSchema = z
   .object({
@@ -528,11 +534,20 @@ export const engineSettingsSchema = z
         "on the tuned build, decode a step whose choices all draw greedily without node-llama-cpp's generators " +
           "(one native call draws them all); false: every step through the library",
       ),
+    blockingDecodeMs: z
+      .number()
+      .min(0)
+      .max(100)
+      .default(DEFAULT_BLOCKING_DECODE_MS)
+      .describe(
+        "direct steps that only generate and took at most this many ms are decoded on the JS thread itself, " +
+          "the event loop waiting for them (no hand-off to the decode thread); 0: never",
+      ),
   })
   .strict();
 
 export type EngineSettings = Pick<z.infer<typeof engineSettingsSchema>, "build" | "threadPoolPoll"> &
-  Partial<Pick<z.infer<typeof engineSettingsSchema>, "directSteps">>;
+  Partial<Pick<z.infer<typeof engineSettingsSchema>, "directSteps" | "blockingDecodeMs">>;
 export type EngineFileSettings = z.infer<typeof engineSettingsSchema>;
 
 export const fileConfigSchema = z

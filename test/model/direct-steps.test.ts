@@ -72,9 +72,14 @@ async function texts(
 /** Runs `requests` together on `engine`; their texts, and how many decodes the runner made and how many of them were its own. */
 async function together(engine: LlamaEngine, requests: GenerationRequest[]) {
   const stats = engine.runner(model.id).stats;
-  const before = { decodes: stats.decodes, direct: stats.directDecodes };
+  const before = { decodes: stats.decodes, direct: stats.directDecodes, here: stats.decodesHere };
   const results = await Promise.all(requests.map((body) => texts(engine, body)));
-  return { results, decodes: stats.decodes - before.decodes, direct: stats.directDecodes - before.direct };
+  return {
+    results,
+    decodes: stats.decodes - before.decodes,
+    direct: stats.directDecodes - before.direct,
+    here: stats.decodesHere - before.here,
+  };
 }
 
 describe("direct steps", () => {
@@ -99,6 +104,9 @@ describe("direct steps", () => {
     const greedy = request(PROMPTS[0] as string, { maxTokens: 48 });
     const alone = await together(engines.direct, [greedy]);
     expect(alone.direct).toBe(alone.decodes);
+    // One stream's steps are small: after the first, measured on the decode thread, they run on the JS thread.
+    expect(alone.here).toBeGreaterThan(0);
+    expect(alone.here).toBeLessThan(alone.direct);
     // Beside it for its first steps: a sampled choice, and a greedy one that asks for logprobs (its draw returns
     // a probability, so it is not an argmax alone).
     const sampled = request(PROMPTS[1] as string, { temperature: 0.8, seed: 5, maxTokens: 6 });

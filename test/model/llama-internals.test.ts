@@ -220,6 +220,7 @@ describe("node-llama-cpp private members used by the engine", () => {
         return;
       }
       expect(decoder, message).toBeDefined();
+      expect(decoder?.canDecodeHere, message).toBe(true);
       const prompts = ["The capital of France is", "Once upon a time"].map((text) => model.tokenize(text));
       // What the library's generators draw, each prompt alone in the shared context.
       const expected: Token[][] = [];
@@ -233,12 +234,13 @@ describe("node-llama-cpp private members used by the engine", () => {
         sequence.dispose();
         expected.push(tokens);
       }
-      // Both prompts in one decode, then one token each per decode.
+      // Both prompts in one decode, then one token each per decode: on the decode thread, then on this one.
       const drawn: Token[][] = [[], []];
       let inputs: Token[][] = prompts;
       for (let step = 0; step < 8; step++) {
         const tokens = await (decoder as DirectDecoder).decode(
           sequences.map((sequence, i) => ({ sequence, tokens: inputs[i] as Token[], draw: true })),
+          { here: step >= 4 },
         );
         for (const [i, token] of tokens.entries()) drawn[i]?.push(token as Token);
         inputs = tokens.map((token) => [token as Token]);

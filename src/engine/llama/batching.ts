@@ -13,6 +13,8 @@ export interface RunnerStats {
   sequenceRuns: number;
   /** llama_decode calls the step loop made itself (direct steps: greedy draws on the tuned build). */
   directDecodes: number;
+  /** Of those, the ones run on the JS thread (`blockingDecodeMs`). */
+  decodesHere: number;
   steps: number;
   /** Steps that only generated (no prompt work): their token count, the decodes and the runs they took. */
   generationSteps: number;
@@ -27,6 +29,7 @@ export function createRunnerStats(): RunnerStats {
     decodedTokens: 0,
     sequenceRuns: 0,
     directDecodes: 0,
+    decodesHere: 0,
     steps: 0,
     generationSteps: 0,
     generationStepTokens: 0,

@@ -3,7 +3,13 @@
 import type { ProgressReporter } from "../../catalogue/progress.js";
 import { TemplateThread } from "../../chat/template/thread.js";
 import { parseKeepAlive } from "../../config/durations.js";
-import type { EngineSettings, GpuSetting, MemoryBudget, ModelConfig } from "../../config/schema.js";
+import {
+  DEFAULT_BLOCKING_DECODE_MS,
+  type EngineSettings,
+  type GpuSetting,
+  type MemoryBudget,
+  type ModelConfig,
+} from "../../config/schema.js";
 import { EngineNotReadyError, ModelCatalogueError, ModelMemoryError, UnknownModelError } from "../errors.js";
 import type {
   AcceleratorState,
@@ -326,6 +332,7 @@ export class LlamaEngine implements Engine {
       cores: usableCores(),
       engineBuild: build.build,
       directSteps: this.options.engine?.directSteps ?? true,
+      blockingDecodeMs: this.options.engine?.blockingDecodeMs ?? DEFAULT_BLOCKING_DECODE_MS,
       templateThread: this.templateThread,
       onLoadProgress: (load) => {
         slot.progress.load = load;

@@ -41,10 +41,11 @@ export const LLAMA_INTERNALS = Object.freeze({
    * Steps the step loop decodes itself (greedy draws on the tuned build, `DirectDecoder`): the addon's batch calls
    * (`_ctx.initBatch/addToBatch/decodeBatch`, with the tuned build's `hearthArgmax`), the library's thread splitter
    * (the context's reservation, its allocation, the threads other contexts want), and each sequence's token list
-   * and next position, kept as the library keeps them. Fallback: every step through node-llama-cpp's generators.
+   * and next position, kept as the library keeps them; `hearthDecodeHere` decodes on the JS thread. Fallback: every
+   * step through node-llama-cpp's generators.
    */
   directSteps:
-    "LlamaContext._ctx.initBatch/addToBatch/decodeBatch/hearthArgmax, LlamaContext._reserveThreads/" +
+    "LlamaContext._ctx.initBatch/addToBatch/decodeBatch/hearthArgmax/hearthDecodeHere, LlamaContext._reserveThreads/" +
     "_threadSplitterConsumer/_scheduleToFreeReservedThreads/_llama._threadsSplitter._totalWantedThreads, " +
     "LlamaContextSequence._sequenceId/_contextTokens/_nextTokenIndex/_loadedTokenPredictions",
 } as const);
@@ -217,7 +218,13 @@ export interface DirectDecoder {
    * Decodes `items`, at most `maxTokens` tokens in all; resolves with the drawn token of each item (undefined for
    * those that do not draw). Rejects when llama_decode fails; nothing is recorded then.
    */
-  decode(items: readonly DirectItem[]): Promise<(Token | undefined)[]>;
+  decode(items: readonly DirectItem[], options?: { here?: boolean }): Promise<(Token | undefined)[]>;
+  /**
+   * Whether `decode` can run llama_decode on the calling JS thread (`here`: the tuned build's `hearthDecodeHere`),
+   * the thread pool's first worker then, instead of handing it to the context's decode thread and back. The event
+   * loop waits for the whole decode.
+   */
+  readonly canDecodeHere: boolean;
   /**
    * The loop stops decoding directly for now (it has gone idle, or the library is about to decode): the context's
    * share of the cores, kept between direct decodes, is given back (the library gives its own back after each batch
@@ -238,6 +245,7 @@ interface AddonContext {
   ): Uint32Array;
   decodeBatch(): Promise<void>;
   hearthArgmax(logitIndexes: Uint32Array): Uint32Array;
+  hearthDecodeHere?: () => void;
   setThreads(threads: number): void;
 }
 
@@ -311,9 +319,11 @@ export function findDirectDecoder(
     held = undefined;
   };
 
+  const decodeHere = typeof addon.hearthDecodeHere === "function" ? addon.hearthDecodeHere : undefined;
   return {
     maxTokens,
-    async decode(items) {
+    canDecodeHere: decodeHere !== undefined,
+    async decode(items, options) {
       const states = items.map(({ sequence, tokens }) => {
         const state = sequenceTokens(sequence);
         if (state === undefined || state._loadedTokenPredictions.length > 0)
@@ -354,7 +364,8 @@ export function findDirectDecoder(
       }
       try {
         if (held !== undefined) addon.setThreads(held.threads);
-        await addon.decodeBatch();
+        if (options?.here === true && decodeHere !== undefined) decodeHere.call(addon);
+        else await addon.decodeBatch();
       } finally {
         if (!alone(consumer)) giveBack();
       }

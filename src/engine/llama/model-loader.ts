@@ -35,6 +35,8 @@ export interface LoadModelOptions {
   engineBuild: EngineBuildState["build"];
   /** Greedy steps decoded by the step loop itself where the build allows (`engine.directSteps`). */
   directSteps: boolean;
+  /** The longest decode of a direct step the event loop may wait for (`engine.blockingDecodeMs`). */
+  blockingDecodeMs: number;
   templateThread: TemplateThread;
   /** llama.cpp's load progress, 0..1. */
   onLoadProgress?: (progress: number) => void;
@@ -91,6 +93,7 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
       capabilities,
       store,
       directSteps: options.directSteps,
+      blockingDecodeMs: options.blockingDecodeMs,
     });
     return { config, model, context, runner, engineBuild: options.engineBuild };
   } catch (err) {

@@ -33,6 +33,8 @@ export interface ModelRunnerOptions {
   store?: PromptStore | undefined;
   /** Greedy steps decoded by the step loop itself when the build allows (`engine.directSteps`); default off. */
   directSteps?: boolean | undefined;
+  /** The longest decode of a direct step the event loop may wait for (`engine.blockingDecodeMs`); default 0. */
+  blockingDecodeMs?: number | undefined;
 }
 
 export class ModelRunner {
@@ -105,6 +107,7 @@ export class ModelRunner {
       store: this.store,
       direct:
         options.directSteps === true ? findDirectDecoder(context, sequences, config.batchSize) : undefined,
+      blockingDecodeMs: options.blockingDecodeMs,
     });
     this.idle = new IdleSignal(() => this.admission.depth === 0 && this.loop.running.length === 0);
   }

@@ -44,6 +44,12 @@ export interface StepLoopOptions {
    * absent, every step goes through the library.
    */
   direct?: DirectDecoder | undefined;
+  /**
+   * The longest decode the event loop may wait for (ms): a direct step that only generates, no larger than the last
+   * one and as long as it took at most this, is decoded on the JS thread itself (no hand-off to the decode thread
+   * and back). 0: never.
+   */
+  blockingDecodeMs?: number | undefined;
 }
 
 /** One evaluation of a step, on one sequence. */
@@ -63,6 +69,8 @@ export class StepLoop {
   private loop: Promise<void> | undefined;
   private readonly sampling: ChoiceSampling;
   private readonly budget: PrefillBudget;
+  /** The last direct decode that only generated: its tokens and how long it took (`blockingDecodeMs`). */
+  private lastGeneration: { tokens: number; ms: number } | undefined;
 
   constructor(private readonly options: StepLoopOptions) {
     this.sampling = {
@@ -247,13 +255,18 @@ export class StepLoop {
       work.map((w) => w.sequenceId),
     );
     this.options.stats.directDecodes++;
+    const generationOnly = items.every((item) => item.draw && item.tokens.length === 1);
+    const here = generationOnly && this.mayDecodeHere(decoder, tokens);
     let drawn: (Token | undefined)[];
+    const started = performance.now();
     try {
-      drawn = await decoder.decode(items);
+      drawn = await decoder.decode(items, { here });
     } catch (error) {
       for (const w of work) failJob(w.job, error);
       return;
     }
+    if (generationOnly) this.lastGeneration = { tokens, ms: performance.now() - started };
+    if (here) this.options.stats.decodesHere++;
     work.forEach((w, i) => {
       const choice = w.direct?.choice;
       const token = drawn[i];
@@ -261,6 +274,20 @@ export class StepLoop {
       choice.stream.push(token);
       choice.input = [token];
     });
+    // The event loop waited for that decode: it writes the tokens out and takes its I/O before the next step.
+    if (here) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  /**
+   * Whether a generation step of `tokens` tokens may be decoded on the JS thread: the last generation step was at
+   * least as large and took at most `blockingDecodeMs` (the first one is measured on the decode thread).
+   */
+  private mayDecodeHere(decoder: DirectDecoder, tokens: number): boolean {
+    const bound = this.options.blockingDecodeMs ?? 0;
+    const last = this.lastGeneration;
+    return (
+      decoder.canDecodeHere && bound > 0 && last !== undefined && tokens <= last.tokens && last.ms <= bound
+    );
   }
 
   /** The next token of one choice: evaluates its input (the prompt's rest, then the token it sampled last). */
