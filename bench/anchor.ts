@@ -7,6 +7,7 @@ import { pathToFileURL } from "node:url";
 import { processAlive } from "../src/engine/llama/engine-builder.js";
 import { defaultModelPath, startLlamaServer } from "../test/support/llama-server.js";
 import type { ServerProcess } from "../test/support/server-process.js";
+import { setClientPriority } from "./client-priority.js";
 import { type CpuNoise, startNoiseMeter, startThreadMeter, type ThreadCpu } from "./cpu-noise.js";
 import { httpTarget } from "./http-target.js";
 import { readBenchOptions } from "./options.js";
@@ -51,6 +52,11 @@ export interface AnchorOptions {
    * the server. llama-server is warmed up the same.
    */
   warmupSeconds?: number;
+  /**
+   * The client's nice value while it measures (bench/client-priority.ts); default -10, so that a token is timestamped
+   * when the server sends it, not when the client next gets a core. 0 measures with the client at the servers'.
+   */
+  clientNice?: number;
 }
 
 /**
@@ -181,7 +187,8 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
       }
       hearths.push({ build: served, server });
     }
-    {
+    const priority = setClientPriority(options.clientNice);
+    try {
       const sides: Side[] = [
         {
           name: "llama-server",
@@ -260,7 +267,10 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         threads,
         parallel,
         warmupSeconds,
+        clientNice: priority.nice,
       });
+    } finally {
+      priority.restore();
     }
   } finally {
     for (const { server } of hearths) await server.stop();
@@ -289,6 +299,7 @@ function render(
     threads: number;
     parallel: number;
     warmupSeconds: number;
+    clientNice: number;
   },
 ): string {
   const rows: string[] = [];
@@ -328,7 +339,7 @@ function render(
       `Hearth (\`parallel ${settings.parallel}\`, ${settings.threads} threads; each llama.cpp build it ran, named by ` +
       "/health) on the same GGUF; the same " +
       `closed-loop streaming client, max_tokens ${settings.maxTokens}, temperature 0, ${settings.seconds} s per run, ` +
-      `each server warmed up for ${settings.warmupSeconds} s at one stream, ` +
+      `each server warmed up for ${settings.warmupSeconds} s at one stream, the client at nice ${settings.clientNice}, ` +
       `${settings.repeats} runs per server and level interleaved (A, B, A, B); the median run is shown, every run's ` +
       "tok/s in brackets. CPU ms per token: the server's compute threads (its busiest " +
       `${settings.threads}) · its other threads (HTTP, Hearth's JS thread). ` +
@@ -351,7 +362,9 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const envs = parseAnchorEnvs(process.env);
   const promptCaches = process.env.BENCH_ANCHOR_PROMPT_CACHE?.split(",").map(Number);
   const warmup = process.env.BENCH_ANCHOR_WARMUP;
+  const clientNice = process.env.BENCH_ANCHOR_CLIENT_NICE;
   benchAnchor({
+    ...(clientNice === undefined ? {} : { clientNice: Number(clientNice) }),
     ...(warmup === undefined ? {} : { warmupSeconds: Number(warmup) }),
     seconds: options.seconds,
     repeats: Math.max(3, options.repeats),

@@ -7,6 +7,7 @@ import { QueueFullError, RequestAbortedError } from "../errors.js";
 import { IdleSignal } from "../idle-signal.js";
 import type { Generation, GenerationRequest, ModelLoad } from "../types.js";
 import { Admission } from "./admission.js";
+import { Arrivals } from "./arrivals.js";
 import type { RunnerStats } from "./batching.js";
 import { Job } from "./job.js";
 import { findDirectDecoder, unboundedTopK } from "./llama-internals.js";
@@ -47,6 +48,8 @@ export class ModelRunner {
   private readonly admission: Admission<Job>;
   private readonly loop: StepLoop;
   private readonly preparer: RequestPreparer;
+  /** Requests being prepared for this model and not yet enqueued: a burst's first step waits for them. */
+  private readonly arrivals = new Arrivals();
   private readonly store: PromptStore | undefined;
   private stopping = false;
   /** Nothing queued and nothing running: what `drain` waits for, checked whenever a job ends. */
@@ -102,6 +105,7 @@ export class ModelRunner {
       stats: this.stats,
       admit: () => this.admission.admit(),
       queued: () => this.admission.depth,
+      arriving: () => this.arrivals.pending,
       stopping: () => this.stopping,
       ended: () => this.idle.check(),
       store: this.store,
@@ -141,7 +145,11 @@ export class ModelRunner {
 
   /** Renders, tokenizes, checks the context and compiles the grammar; queues nothing. */
   prepare(request: GenerationRequest): Promise<LlamaPreparedRequest> {
-    return this.preparer.prepare(request);
+    this.arrivals.expect(request);
+    return this.preparer.prepare(request).catch((err: unknown) => {
+      this.arrivals.arrived(request);
+      throw err;
+    });
   }
 
   /** The prompt's tokens as `prepare` counts them, nothing checked or compiled. */
@@ -154,6 +162,7 @@ export class ModelRunner {
    * generated: queue full (at once), queue timeout, or the signal aborted while waiting.
    */
   async enqueue(prepared: LlamaPreparedRequest): Promise<Generation> {
+    this.arrivals.arrived(prepared.request);
     const model = this.config.id;
     if (prepared.request.signal?.aborted === true) throw new RequestAbortedError(model);
     if (this.stopping) throw new QueueFullError(model);

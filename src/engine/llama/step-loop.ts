@@ -33,6 +33,8 @@ export interface StepLoopOptions {
   admit: () => void;
   /** Requests still waiting for sequences. */
   queued: () => number;
+  /** Requests being prepared for this model, not yet queued (arrivals.ts); none when absent. */
+  arriving?: () => number;
   /** Shutting down: the loop ends once nothing runs, even with requests queued. */
   stopping: () => boolean;
   /** A job has left the loop: its sequences freed, its stream closed. */
@@ -62,6 +64,16 @@ interface Work {
   direct: { item: DirectItem; choice?: Choice } | undefined;
 }
 
+/**
+ * Longest a step waits, from the admission of the first job it would start, for requests still being prepared
+ * (`gather`), while other choices generate (they wait too). Requests sent together reach the queue 1–2 ms apart
+ * here, one after another on the event loop.
+ */
+export const GATHER_MS = 5;
+
+/** The same while nothing generates: only the new jobs wait, and the others would wait a whole step for them. */
+export const GATHER_IDLE_MS = 20;
+
 export class StepLoop {
   /** Admitted jobs, in admission order. */
   private readonly active: Job[] = [];
@@ -71,6 +83,8 @@ export class StepLoop {
   private readonly budget: PrefillBudget;
   /** The last direct decode that only generated: its tokens and how long it took (`blockingDecodeMs`). */
   private lastGeneration: { tokens: number; ms: number } | undefined;
+  /** When the first job admitted since the last step was added (`gather`). */
+  private freshSince: number | undefined;
 
   constructor(private readonly options: StepLoopOptions) {
     this.sampling = {
@@ -90,6 +104,7 @@ export class StepLoop {
   /** A job left the queue with its lease: it starts prefilling at the next step. */
   add(job: Job): void {
     this.active.push(job);
+    this.freshSince ??= performance.now();
   }
 
   /** Starts the loop, or wakes it from an idle wait. */
@@ -118,11 +133,47 @@ export class StepLoop {
         if (this.active.length === 0) {
           if (this.options.stopping() || this.options.queued() === 0) return;
         }
+        await this.gather();
         await this.step();
       }
     } finally {
       this.options.direct?.idle();
     }
+  }
+
+  /**
+   * Requests sent together (a burst, or clients whose streams ended in the same step) reach the queue one after
+   * another: the first is admitted before the event loop has even read the others, and a step started for it alone
+   * would make them wait a whole step for their first token (and keep their streams a step apart from then on). So
+   * before a step that would start newly admitted jobs, the loop lets the event loop turn once (requests already
+   * received run up to the queue), then waits while requests for this model are still being prepared and nothing
+   * is queued, until they are admitted or GATHER_MS after the first new job's admission (GATHER_IDLE_MS while
+   * nothing generates). Generating choices wait with it, once per burst.
+   */
+  private async gather(): Promise<void> {
+    const since = this.freshSince;
+    if (since === undefined) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.options.admit();
+    const arriving = this.options.arriving;
+    const generating = this.active.some((job) => job.state === "decode" && !job.cancelled);
+    const until = since + (generating ? GATHER_MS : GATHER_IDLE_MS);
+    while (
+      arriving !== undefined &&
+      arriving() > 0 &&
+      this.options.queued() === 0 &&
+      !this.options.stopping()
+    ) {
+      const left = until - performance.now();
+      if (left <= 0) break;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, left);
+      });
+      this.wake = undefined;
+      this.options.admit();
+    }
+    this.freshSince = undefined;
   }
 
   private async reapCancelled(): Promise<void> {

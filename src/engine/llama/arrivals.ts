@@ -1,0 +1,45 @@
+// Requests on their way to a model's queue: being prepared (rendered, tokenized, charged) and not yet enqueued. The
+// step loop waits a moment for them when a burst arrives (StepLoop's gather), so that requests sent together start
+// in one step instead of one step apart.
+
+/**
+ * How long a request counts as arriving after its preparation started. A prepared request that is never enqueued
+ * (refused by a limit, its client gone) stops counting after this; preparing takes about a millisecond here.
+ */
+export const ARRIVAL_TTL_MS = 20;
+
+export class Arrivals {
+  /** Each arriving request (its GenerationRequest) and when it stops counting; insertion order is expiry order. */
+  private readonly expected = new Map<object, number>();
+
+  constructor(
+    private readonly ttlMs = ARRIVAL_TTL_MS,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** A request's preparation started. */
+  expect(request: object): void {
+    this.purge();
+    this.expected.delete(request);
+    this.expected.set(request, this.now() + this.ttlMs);
+  }
+
+  /** The request was enqueued, or will never be (its preparation failed). */
+  arrived(request: object): void {
+    this.expected.delete(request);
+  }
+
+  /** Requests still arriving. */
+  get pending(): number {
+    this.purge();
+    return this.expected.size;
+  }
+
+  private purge(): void {
+    const now = this.now();
+    for (const [request, until] of this.expected) {
+      if (until > now) return;
+      this.expected.delete(request);
+    }
+  }
+}

@@ -1,0 +1,85 @@
+// Requests sent together start in one step (StepLoop's gather): the step that would start the first one waits, a
+// bounded moment, for the others still being prepared, instead of running without them and making them wait a
+// whole step for their first token.
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config/load.js";
+import type { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
+import type { Generation, GenerationRequest } from "../../src/engine/types.js";
+import { greedySampling } from "../support/generation-request.js";
+import { llamaEngine } from "../support/llama-engine.js";
+
+const config = loadConfig({ env: { ...process.env, HEARTH_CONFIG: "" } });
+const base = config.models[0];
+if (base === undefined) throw new Error("no default model");
+const model = { ...base, parallel: 4, contextSize: 1024 };
+const PROMPTS = [
+  "Tell me a story about a fox.",
+  "How do I cook rice?",
+  "Describe the sea at night.",
+  "Name three colours.",
+];
+const MAX_TOKENS = 8;
+
+let engine: LlamaEngine;
+
+beforeAll(async () => {
+  engine = llamaEngine({ ...config, models: [model] });
+  await engine.start();
+});
+
+afterAll(async () => {
+  await engine.dispose();
+});
+
+function request(content: string): GenerationRequest {
+  return {
+    model: model.id,
+    messages: [{ role: "user", content }],
+    enableThinking: false,
+    n: 1,
+    // Every request runs to its budget: the steps counted are the steps of these requests alone.
+    sampling: greedySampling({ maxTokens: MAX_TOKENS, ignoreEos: true }),
+    cacheScope: "org_burst",
+  };
+}
+
+async function completionTokens(generation: Generation): Promise<number> {
+  let tokens = 0;
+  for await (const event of generation.events)
+    if (event.type === "usage") tokens = event.usage.completionTokens;
+  return tokens;
+}
+
+describe("a burst of requests", () => {
+  it("starts in one step though its requests reach the queue one event-loop turn apart", async () => {
+    const stats = engine.runner(model.id).stats;
+    const prepared = await Promise.all(PROMPTS.map((p) => engine.prepare(request(p))));
+    const before = stats.steps;
+    const generations: Promise<Generation>[] = [];
+    for (const one of prepared) {
+      generations.push(engine.enqueue(one));
+      // Time for the loop to start a step for what is queued: without the gather, the first request's step
+      // would run alone and the others would start one step later.
+      await nextTurn();
+    }
+    const tokens = await Promise.all((await Promise.all(generations)).map(completionTokens));
+    expect(tokens).toEqual(PROMPTS.map(() => MAX_TOKENS));
+    // One step evaluated every prompt and drew each first token, then one step per further token.
+    expect(stats.steps - before).toBe(MAX_TOKENS);
+  });
+
+  it("does not wait for a prepared request that is never queued", async () => {
+    const stats = engine.runner(model.id).stats;
+    const [queued, abandoned] = await Promise.all([
+      engine.prepare(request(PROMPTS[0] as string)),
+      engine.prepare(request(PROMPTS[1] as string)),
+    ]);
+    expect(abandoned).toBeDefined();
+    const before = stats.steps;
+    expect(await completionTokens(await engine.enqueue(queued as NonNullable<typeof queued>))).toBe(
+      MAX_TOKENS,
+    );
+    expect(stats.steps - before).toBe(MAX_TOKENS);
+  });
+});
