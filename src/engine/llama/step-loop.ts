@@ -1,4 +1,5 @@
 // The continuous-batching loop of one context: each step, a prefill chunk and every generating choice's next token.
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { LlamaContextSequence, LlamaModel, Token } from "node-llama-cpp";
 import { MAX_BACKLOG } from "../channel.js";
 import { countDecode, priorityOf, type RunnerStats } from "./batching.js";
@@ -33,8 +34,8 @@ export interface StepLoopOptions {
   admit: () => void;
   /** Requests still waiting for sequences. */
   queued: () => number;
-  /** Requests being prepared for this model, not yet queued (arrivals.ts); none when absent. */
-  arriving?: () => number;
+  /** Requests being prepared for this model, not yet queued (arrivals.ts). */
+  arriving: () => number;
   /** Shutting down: the loop ends once nothing runs, even with requests queued. */
   stopping: () => boolean;
   /** A job has left the loop: its sequences freed, its stream closed. */
@@ -133,7 +134,7 @@ export class StepLoop {
         if (this.active.length === 0) {
           if (this.options.stopping() || this.options.queued() === 0) return;
         }
-        await this.gather();
+        if (this.freshSince !== undefined) await this.gather(this.freshSince);
         await this.step();
       }
     } finally {
@@ -150,30 +151,28 @@ export class StepLoop {
    * is queued, until they are admitted or GATHER_MS after the first new job's admission (GATHER_IDLE_MS while
    * nothing generates). Generating choices wait with it, once per burst.
    */
-  private async gather(): Promise<void> {
-    const since = this.freshSince;
-    if (since === undefined) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+  private async gather(since: number): Promise<void> {
+    await nextTurn();
     this.options.admit();
-    const arriving = this.options.arriving;
+    const { arriving, queued, stopping } = this.options;
     const generating = this.active.some((job) => job.state === "decode" && !job.cancelled);
     const until = since + (generating ? GATHER_MS : GATHER_IDLE_MS);
-    while (
-      arriving !== undefined &&
-      arriving() > 0 &&
-      this.options.queued() === 0 &&
-      !this.options.stopping()
-    ) {
+    while (arriving() > 0 && queued() === 0 && !stopping()) {
       const left = until - performance.now();
       if (left <= 0) break;
-      await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        setTimeout(resolve, left);
-      });
-      this.wake = undefined;
+      await this.sleep(left);
       this.options.admit();
     }
     this.freshSince = undefined;
+  }
+
+  /** Waits `ms`, or less if `kick` comes first (a job admitted or cancelled). */
+  private async sleep(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.wake = resolve;
+      setTimeout(resolve, ms);
+    });
+    this.wake = undefined;
   }
 
   private async reapCancelled(): Promise<void> {
@@ -245,10 +244,7 @@ export class StepLoop {
       // Every job is paused for its reader, or waiting on something outside the loop: never spin (nor keep threads
       // another model's context may want).
       this.options.direct?.idle();
-      await new Promise<void>((resolve) => {
-        this.wake = resolve;
-        setTimeout(resolve, 50);
-      });
+      await this.sleep(50);
       return;
     }
     work.sort((a, b) => a.sequenceId - b.sequenceId);
@@ -326,7 +322,7 @@ export class StepLoop {
       choice.input = [token];
     });
     // The event loop waited for that decode: it writes the tokens out and takes its I/O before the next step.
-    if (here) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (here) await nextTurn();
   }
 
   /**
