@@ -4,6 +4,7 @@
 // bench/llama-server-ablation.ts` prints the section alone.
 import { pathToFileURL } from "node:url";
 import { defaultModelPath, type LlamaServer, startLlamaServer } from "../test/support/llama-server.js";
+import { type ClientPriority, setClientPriority } from "./client-priority.js";
 import { httpTarget } from "./http-target.js";
 import { readBenchOptions } from "./options.js";
 import { medianBy } from "./stats.js";
@@ -22,6 +23,7 @@ export interface AblationOptions {
 interface Variant {
   name: string;
   args: string[];
+  env?: Record<string, string>;
 }
 
 const VARIANTS: Variant[] = [
@@ -34,6 +36,11 @@ const VARIANTS: Variant[] = [
   { name: "--poll 100", args: ["-t", "2", "--poll", "100"] },
   { name: "-fa off", args: ["-t", "2", "-fa", "off"] },
   { name: "--load-mode none (no mmap)", args: ["-t", "2", "--load-mode", "none"] },
+  {
+    name: "--load-mode none, weights on transparent huge pages (glibc.malloc.hugetlb=1)",
+    args: ["-t", "2", "--load-mode", "none"],
+    env: { GLIBC_TUNABLES: "glibc.malloc.hugetlb=1" },
+  },
   { name: "-b 512 -ub 512 (Hearth's batch)", args: ["-t", "2", "-b", "512", "-ub", "512"] },
   { name: "--cache-ram 0 (no host-memory prompt cache)", args: ["-t", "2", "--cache-ram", "0"] },
 ];
@@ -51,6 +58,7 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
   const variants = VARIANTS.filter(
     (_, i) => i === 0 || options.only === undefined || options.only.includes(i),
   );
+  let priority: ClientPriority | undefined;
   try {
     for (const variant of variants) {
       const server = await startLlamaServer({
@@ -59,9 +67,12 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
         contextSize: 2048 * parallel,
         alias: model,
         extraArgs: ["-cb", ...variant.args],
+        ...(variant.env === undefined ? {} : { env: variant.env }),
       });
       servers.push({ variant, server });
     }
+    // After the servers started (they would inherit it): the client reads at nice -10, as the anchor's does.
+    priority = setClientPriority();
     const target = (server: LlamaServer) => httpTarget({ url: server.url, apiKey: "none", model, maxTokens });
     for (const { server } of servers)
       await runLevel(target(server), parallel, {
@@ -99,13 +110,15 @@ export async function benchAblation(options: AblationOptions = {}): Promise<stri
     return [
       `llama-server (\`-np ${parallel} -cb\`, 2048 tokens of context per slot, the anchor's build) with one setting ` +
         `changed per row; max_tokens ${maxTokens}, temperature 0, ${seconds} s per run, ${repeats} runs per variant and ` +
-        "level, interleaved; the median run's tok/s (every run's in brackets) and its ratio to the anchor row.",
+        `level, interleaved, the client at nice ${priority.nice}; the median run's tok/s (every run's in brackets) ` +
+        "and its ratio to the anchor row.",
       "",
       `| variant | ${levels.map((l) => `C = ${l} tok/s | ÷ anchor`).join(" | ")} |`,
       `| --- | ${levels.map(() => "---: | ---:").join(" | ")} |`,
       ...rows,
     ].join("\n");
   } finally {
+    priority?.restore();
     for (const { server } of servers) await server.stop();
   }
 }

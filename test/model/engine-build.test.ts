@@ -308,6 +308,39 @@ describe("the llama.cpp patch, compiled", () => {
   });
 });
 
+describe("the Q4_1 row pairs, in the tuned build", () => {
+  const tree = mkdtempSync(join(tmpdir(), "hearth-q4-1-"));
+  afterAll(() => rmSync(tree, { recursive: true, force: true }));
+
+  it("multiply Q4_1 weights by a batch of any size exactly as by each of its columns alone", async () => {
+    // test/model/native/q4-1-mul-mat.c, linked against the tuned build's own ggml: batches of 1 to 33 columns (pairs,
+    // lone columns, more than a 16-column block), an odd row count, 1 and 2 threads. Every batched value must equal
+    // its column's value multiplied alone bit for bit (the patch's kernel sums in the one-row kernel's order), and
+    // the product of the dequantized weights in double precision within the activations' 8-bit rounding.
+    const record = await findEngineBuild(planEngineBuild());
+    const lib = join(planEngineBuild().dir, record?.folder ?? "missing", "Release");
+    checkoutBundledLlamaCpp(tree, ["ggml/include"]);
+    const binary = join(tree, "q4-1-mul-mat");
+    const compiled = spawnSync(
+      "gcc",
+      [
+        ...["-O2", "-std=c11", "-Iggml/include", join(import.meta.dirname, "native", "q4-1-mul-mat.c")],
+        ...["-o", binary, `-L${lib}`, "-lggml-base", "-lggml-cpu", `-Wl,-rpath,${lib}`, "-lm"],
+      ],
+      { cwd: tree, encoding: "utf8" },
+    );
+    expect(compiled.status, compiled.stderr).toBe(0);
+    const ran = spawnSync(binary, [], { encoding: "utf8" });
+    expect(ran.status, ran.stdout + ran.stderr).toBe(0);
+    const lines = ran.stdout.trim().split("\n");
+    // The patched traits: two rows per call wherever the build has AVX2 (every x86 CPU this runs on).
+    const avx2 = /\bavx2\b/.test(readFileSync("/proc/cpuinfo", "utf8"));
+    expect(lines[0]).toBe(avx2 ? "nrows 2" : "nrows 1");
+    expect(lines.slice(1)).toHaveLength(16);
+    for (const line of lines.slice(1)) expect(line).toMatch(/differing 0, /);
+  });
+});
+
 describe("an engine on the tuned build", () => {
   let engine: LlamaEngine;
   beforeAll(async () => {

@@ -49,6 +49,8 @@ export interface StartLlamaServerOptions {
   /** The model id `/v1/models` reports (`--alias`); default: llama-server's own (the file name). */
   alias?: string;
   extraArgs?: string[];
+  /** Added to the inherited environment (e.g. `GLIBC_TUNABLES`). */
+  env?: Record<string, string>;
 }
 
 export interface LlamaServer {
@@ -93,7 +95,10 @@ async function spawnLlamaServer(
     ...(options.alias === undefined ? [] : ["--alias", options.alias]),
     ...(options.extraArgs ?? []),
   ];
-  const child = spawn(bin, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(bin, args, {
+    stdio: ["ignore", "pipe", "pipe"],
+    ...(options.env === undefined ? {} : { env: { ...process.env, ...options.env } }),
+  });
   let output = "";
   const collect = (data: Buffer) => {
     output += data.toString();

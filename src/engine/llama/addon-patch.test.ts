@@ -97,4 +97,29 @@ describe("the llama.cpp patches", () => {
     expect(source).not.toMatch(/ggml_backend_tensor_copy\(layer\./);
     expect(readFileSync(join(tree, paths[1] as string), "utf8")).toContain("std::vector<uint32_t> rows;");
   });
+
+  it("applies to the bundled llama.cpp, hunk by hunk, and multiplies Q4_1 weights two rows at a time on x86", () => {
+    const paths = ["ggml/src/ggml-cpu/ggml-cpu.c", "ggml/src/ggml-cpu/arch/x86/quants.c"];
+    const tree = join(work, "llama.cpp-q4-1-pairs");
+    mkdirSync(tree);
+    checkoutBundledLlamaCpp(tree, paths);
+    // Before: one row by one column per call on x86 (two only with Arm's int8 matrix multiply).
+    expect(readFileSync(join(tree, paths[1] as string), "utf8")).not.toContain(
+      "ggml_vec_dot_q4_1_q8_1_rows2",
+    );
+    const applied = spawnSync("patch", ["-p1", "--forward", "--batch", "-i", LLAMA_CPP_PATCHES.q4_1Pairs], {
+      cwd: tree,
+      encoding: "utf8",
+    });
+    expect(applied.stdout + applied.stderr).not.toMatch(/FAILED|fuzz|offset|reversed/i);
+    expect(applied.status).toBe(0);
+    const cpu = readFileSync(join(tree, paths[0] as string), "utf8");
+    expect(cpu).toMatch(
+      /ggml_vec_dot_q4_1_q8_1,\s*\.vec_dot_type\s*= GGML_TYPE_Q8_1,\s*#if defined \(__ARM_FEATURE_MATMUL_INT8\) \|\| \(defined\(__AVX2__\)/,
+    );
+    expect(cpu).toContain("const bool single_column_pairs = ggml_vec_dot_single_column_pairs(type);");
+    expect(cpu).toContain("for (int cn = 0; cn < ncols; ++cn) {");
+    const kernel = readFileSync(join(tree, paths[1] as string), "utf8");
+    expect(kernel).toMatch(/if \(nrc == 2\) \{\s*ggml_vec_dot_q4_1_q8_1_rows2\(nb, s, bs, vx, bx, vy, by\);/);
+  });
 });

@@ -24,10 +24,17 @@ export const ADDON_PATCH_PATH = nativeFile("node-llama-cpp-addon.diff");
  * SmolLM2 at 2,048 cells), on the next decode, while every other sequence waited for it. The patch copies the source's
  * used cells only (`used_max_p1`): a conversation of 200 tokens moves a tenth of that. Where V is stored transposed (no
  * flash attention) V is copied whole, as before.
+ *
+ * The Q4_1 row pairs: on x86 ggml multiplies Q4_1 weights (the default model's) one row by one column per call,
+ * unpacking each weight block again for every column of a batch and converting each column's scales again for every
+ * row. The patch's kernel takes two rows by two columns (or by one, for a lone column: one token's decode), each sum
+ * computed in the same order as the one-row kernel's, so the results are the same bit for bit; 1.2–1.4× (one column)
+ * and 1.6–1.8× (16 columns) faster in isolation (docs/models.md).
  */
 export const LLAMA_CPP_PATCHES = Object.freeze({
   amxTileConfig: nativeFile("llama-cpp-amx-tile-config.diff"),
   streamCopy: nativeFile("llama-cpp-stream-copy.diff"),
+  q4_1Pairs: nativeFile("llama-cpp-q4-1-pairs.diff"),
 });
 
 /** The llama.cpp patches' paths, in the order the builder applies them. */
