@@ -27,9 +27,9 @@ export const ADDON_PATCH_PATH = nativeFile("node-llama-cpp-addon.diff");
  *
  * The Q4_1 row pairs: on x86 ggml multiplies Q4_1 weights (the default model's) one row by one column per call,
  * unpacking each weight block again for every column of a batch and converting each column's scales again for every
- * row. The patch's kernel takes two rows by two columns (or by one, for a lone column: one token's decode), each sum
- * computed in the same order as the one-row kernel's, so the results are the same bit for bit; 1.2–1.4× (one column)
- * and 1.6–1.8× (16 columns) faster in isolation (docs/models.md).
+ * row. The patch's kernel takes two rows by two columns (or by one, for a batch's lone column), each sum computed in
+ * the same order as the one-row kernel's, so the results are the same bit for bit: 1.5–1.8× faster in isolation at
+ * 2–16 columns. One token's product keeps the one-row kernel (two rows by one column slowed a one-stream decode).
  */
 export const LLAMA_CPP_PATCHES = Object.freeze({
   amxTileConfig: nativeFile("llama-cpp-amx-tile-config.diff"),
