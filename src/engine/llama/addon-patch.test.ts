@@ -119,6 +119,8 @@ describe("the llama.cpp patches", () => {
     );
     expect(cpu).toContain("const bool single_column_pairs = ggml_vec_dot_single_column_pairs(type);");
     expect(cpu).toContain("for (int cn = 0; cn < ncols; ++cn) {");
+    // One token's product keeps the one-row kernel (two rows by one column slowed a one-stream decode).
+    expect(cpu).toContain("(ne11 == 1 && ggml_vec_dot_single_column_pairs(src0->type))");
     const kernel = readFileSync(join(tree, paths[1] as string), "utf8");
     expect(kernel).toMatch(/if \(nrc == 2\) \{\s*ggml_vec_dot_q4_1_q8_1_rows2\(nb, s, bs, vx, bx, vy, by\);/);
   });
