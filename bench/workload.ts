@@ -47,6 +47,8 @@ export interface LevelResult {
 
 export interface LevelRun {
   result: LevelResult;
+  /** Every request's time to first token, ms, in completion order (to pool runs: bench/anchor.ts). */
+  ttfts: number[];
   /** Requests each client ran: the plan that repeats this workload. */
   perClient: number[];
 }
@@ -107,6 +109,7 @@ export async function runLevel(target: Target, concurrency: number, schedule: Sc
   const gaps = samples.flatMap((s) => s.gaps);
   return {
     perClient,
+    ttfts,
     result: {
       concurrency,
       requests: samples.length,
