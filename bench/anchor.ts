@@ -12,7 +12,7 @@ import { type CpuNoise, startNoiseMeter, startThreadMeter, type ThreadCpu } from
 import { httpTarget } from "./http-target.js";
 import { readBenchOptions } from "./options.js";
 import { type DefaultServerOptions, startDefaultServer } from "./serve-default.js";
-import { medianBy, percentile } from "./stats.js";
+import { median, medianBy } from "./stats.js";
 import { type LevelResult, type LevelRun, runLevel, type Target } from "./workload.js";
 
 export interface AnchorOptions {
@@ -263,10 +263,7 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
         return {
           ...chosen,
           runs: list.map((r) => r.result.tokensPerSecond),
-          ttftP50: percentile(
-            list.flatMap((r) => r.ttfts),
-            50,
-          ),
+          ttftP50: median(list.flatMap((r) => r.ttfts)),
           ttftRuns: list.map((r) => r.result.ttftP50),
         };
       };
@@ -318,7 +315,7 @@ function render(
   const noise = (m: Measured) =>
     m.noise === undefined ? "–" : `${f1(m.noise.stealPercent)} / ${f1(m.noise.othersPercent)}`;
   // TTFT p50 of every request of the side's runs, each run's own p50 in brackets.
-  const ms = (m: Measured) => `${m.ttftP50.toFixed(0)} (${m.ttftRuns.map((t) => t.toFixed(0)).join(", ")})`;
+  const ttft = (m: Measured) => `${m.ttftP50.toFixed(0)} (${m.ttftRuns.map((t) => t.toFixed(0)).join(", ")})`;
   // CPU per completion token: the compute threads' · the rest's (the server's own work besides the model).
   const cpu = (m: Measured) => {
     const tokens = m.result.completionTokens;
@@ -339,7 +336,7 @@ function render(
       if (b.ttftP50 > a.ttftP50) misses.push(`TTFT at ${level}`);
       rows.push(
         `| ${side} | ${level} | ${f1(a.result.tokensPerSecond)} (${a.runs.map(f1).join(", ")}) | ${f1(b.result.tokensPerSecond)} (${b.runs.map(f1).join(", ")}) | ${ratio.toFixed(2)} | ` +
-          `${ms(a)} / ${ms(b)} | ${f1(a.result.itlP50)} / ${f1(a.result.itlP95)} | ${f1(b.result.itlP50)} / ${f1(b.result.itlP95)} | ${cpu(a)} / ${cpu(b)} | ${noise(a)} · ${noise(b)} |`,
+          `${ttft(a)} / ${ttft(b)} | ${f1(a.result.itlP50)} / ${f1(a.result.itlP95)} | ${f1(b.result.itlP50)} / ${f1(b.result.itlP95)} | ${cpu(a)} / ${cpu(b)} | ${noise(a)} · ${noise(b)} |`,
       );
     }
     targets.push(
@@ -355,7 +352,7 @@ function render(
       `each server warmed up for ${settings.warmupSeconds} s at one stream, the client at nice ${settings.clientNice}, ` +
       `${settings.repeats} runs per server and level interleaved (A, B, A, B); the median run is shown, every run's ` +
       "tok/s in brackets. TTFT p50: over every request of the side's runs at that level, each run's own p50 in " +
-      "brackets (at 16 streams one run's p50 moves by up to 2× with how the streams happen to bunch). " +
+      "brackets (at 16 streams one run's p50 moved by 2–3× from one run to the next with how the streams happened to bunch). " +
       "CPU ms per token: the server's compute threads (its busiest " +
       `${settings.threads}) · its other threads (HTTP, Hearth's JS thread). ` +
       "CPU noise: steal % / other processes % during the run.",
