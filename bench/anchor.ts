@@ -3,6 +3,7 @@
 // build test/support/llama-server.ts makes from the llama.cpp source inside node-llama-cpp's package, on the same
 // prebuilt ggml libraries (the same kernels). `node --import tsx bench/anchor.ts` prints the section; bench/run.ts
 // embeds it (phase `anchor`).
+import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import { processAlive } from "../src/engine/llama/engine-builder.js";
 import { defaultModelPath, startLlamaServer } from "../test/support/llama-server.js";
@@ -99,6 +100,9 @@ interface Measured {
 }
 
 const f1 = (n: number) => n.toFixed(1);
+
+/** Pause before each run, so that no server still busy from the run before shares the machine with it. */
+const SETTLE_MS = 1000;
 
 /** A side's label for its environment: " libuv 4", " HEARTH_ADDON_SAMPLING=pool", "" for the default. */
 function envLabel(env: Record<string, string>): string {
@@ -245,6 +249,9 @@ export async function benchAnchor(options: AnchorOptions = {}): Promise<string> 
                 );
               }
             };
+            // The last run's server still spins: both servers' thread pools poll for about 200 ms of CPU after their
+            // last decode (`/proc`, 2026-12-02), which the next side's first steps would share the cores with.
+            await sleep(SETTLE_MS);
             const { run, noise, cpu } = await measure(0);
             const key = `${side.name}:${level}`;
             runs.set(key, [...(runs.get(key) ?? []), { result: run.result, ttfts: run.ttfts, noise, cpu }]);

@@ -1,7 +1,7 @@
 // Requests sent together start in one step (StepLoop's gather): the step that would start the first one waits, a
 // bounded moment, for the others still being prepared, instead of running without them and making them wait a
-// whole step for their first token.
-import { setImmediate as nextTurn } from "node:timers/promises";
+// whole step for their first token. So do the follow-ups of streams that ended in one step (closed-loop clients).
+import { setImmediate as nextTurn, setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import type { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
@@ -32,14 +32,14 @@ afterAll(async () => {
   await engine.dispose();
 });
 
-function request(content: string): GenerationRequest {
+function request(content: string, maxTokens = MAX_TOKENS): GenerationRequest {
   return {
     model: model.id,
     messages: [{ role: "user", content }],
     enableThinking: false,
     n: 1,
     // Every request runs to its budget: the steps counted are the steps of these requests alone.
-    sampling: greedySampling({ maxTokens: MAX_TOKENS, ignoreEos: true }),
+    sampling: greedySampling({ maxTokens, ignoreEos: true }),
     cacheScope: "org_burst",
   };
 }
@@ -67,6 +67,31 @@ describe("a burst of requests", () => {
     expect(tokens).toEqual(PROMPTS.map(() => MAX_TOKENS));
     // One step evaluated every prompt and drew each first token, then one step per further token.
     expect(stats.steps - before).toBe(MAX_TOKENS);
+  });
+
+  it("waits for the next requests of clients whose streams ended in one step, the others generating meanwhile", async () => {
+    const stats = engine.runner(model.id).stats;
+    const before = { startSteps: stats.startSteps, startedJobs: stats.startedJobs };
+    // One long stream and three short ones, started together: the short ones end in one step while the long one
+    // still generates. Each short one's client sends its next request when its stream ends, 5 ms after the one
+    // before (clients are not read in one event-loop turn), by which time the loop could have run a step or two.
+    const [long, ...short] = await Promise.all(
+      PROMPTS.map((p, i) => engine.prepare(request(p, i === 0 ? 6 * MAX_TOKENS : MAX_TOKENS))),
+    );
+    const client = async (index: number, first: typeof long): Promise<number[]> => {
+      const tokens = [await completionTokens(await engine.enqueue(first as NonNullable<typeof first>))];
+      await sleep(5 * index);
+      const next = await engine.prepare(request(PROMPTS[index] as string));
+      tokens.push(await completionTokens(await engine.enqueue(next)));
+      return tokens;
+    };
+    const longTokens = engine.enqueue(long as NonNullable<typeof long>).then(completionTokens);
+    const shortTokens = await Promise.all(short.map((first, i) => client(i + 1, first)));
+    expect(await longTokens).toBe(6 * MAX_TOKENS);
+    expect(shortTokens).toEqual(short.map(() => [MAX_TOKENS, MAX_TOKENS]));
+    // Two steps started jobs: the first four together, then the three follow-ups together.
+    expect(stats.startedJobs - before.startedJobs).toBe(7);
+    expect(stats.startSteps - before.startSteps).toBe(2);
   });
 
   it("does not wait for a prepared request that is never queued", async () => {

@@ -16,6 +16,9 @@ export interface RunnerStats {
   /** Of those, the ones run on the JS thread (`blockingDecodeMs`). */
   decodesHere: number;
   steps: number;
+  /** Steps that started jobs (their first token drawn), and the jobs they started. */
+  startSteps: number;
+  startedJobs: number;
   /** Steps that only generated (no prompt work): their token count, the decodes and the runs they took. */
   generationSteps: number;
   generationStepTokens: number;
@@ -31,6 +34,8 @@ export function createRunnerStats(): RunnerStats {
     directDecodes: 0,
     decodesHere: 0,
     steps: 0,
+    startSteps: 0,
+    startedJobs: 0,
     generationSteps: 0,
     generationStepTokens: 0,
     generationStepDecodes: 0,

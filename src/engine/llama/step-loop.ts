@@ -66,14 +66,26 @@ interface Work {
 }
 
 /**
- * Longest a step waits, from the admission of the first job it would start, for requests still being prepared
- * (`gather`), while other choices generate (they wait too). Requests sent together reach the queue 1–2 ms apart
- * here, one after another on the event loop.
+ * Longest a step waits, from the moment it could start, for requests still being prepared (`gather`), while other
+ * choices generate (they wait too). Requests sent together reach the queue 1–2 ms apart here, one after another on
+ * the event loop.
  */
 export const GATHER_MS = 5;
 
-/** The same while nothing generates: only the new jobs wait, and the others would wait a whole step for them. */
-export const GATHER_IDLE_MS = 20;
+/**
+ * The same while nothing generates: only the new jobs wait, and the others would wait a whole step for them. A
+ * burst of sixteen requests takes about 40 ms to be prepared on two loaded cores (rendered, tokenized, one after
+ * another on the event loop).
+ */
+export const GATHER_IDLE_MS = 40;
+
+/**
+ * After a step in which streams ended, longest the next step waits from that step's end for their clients' next
+ * requests (the follow-ups of closed-loop clients and agents, which send the next request once a response ends),
+ * and only while no more choices generate than streams ended. The follow-ups of a wave reached the queue 13–50 ms after
+ * the step's end at sixteen streams here; one that misses the next step waits for the whole of it.
+ */
+export const FOLLOW_UP_MS = 25;
 
 export class StepLoop {
   /** Admitted jobs, in admission order. */
@@ -86,6 +98,11 @@ export class StepLoop {
   private lastGeneration: { tokens: number; ms: number } | undefined;
   /** When the first job admitted since the last step was added (`gather`). */
   private freshSince: number | undefined;
+  /** When the last step ended, and the jobs that ended in it (`gather`: their follow-ups). */
+  private stepEnd: number | undefined;
+  private followUps = 0;
+  /** Jobs admitted since the last step ended. */
+  private addedSinceStep = 0;
 
   constructor(private readonly options: StepLoopOptions) {
     this.sampling = {
@@ -106,6 +123,7 @@ export class StepLoop {
   add(job: Job): void {
     this.active.push(job);
     this.freshSince ??= performance.now();
+    this.addedSinceStep++;
   }
 
   /** Starts the loop, or wakes it from an idle wait. */
@@ -134,7 +152,7 @@ export class StepLoop {
         if (this.active.length === 0) {
           if (this.options.stopping() || this.options.queued() === 0) return;
         }
-        if (this.freshSince !== undefined) await this.gather(this.freshSince);
+        if (this.freshSince !== undefined || this.followUps > 0) await this.gather();
         await this.step();
       }
     } finally {
@@ -148,22 +166,33 @@ export class StepLoop {
    * would make them wait a whole step for their first token (and keep their streams a step apart from then on). So
    * before a step that would start newly admitted jobs, the loop lets the event loop turn once (requests already
    * received run up to the queue), then waits while requests for this model are still being prepared and nothing
-   * is queued, until they are admitted or GATHER_MS after the first new job's admission (GATHER_IDLE_MS while
-   * nothing generates). Generating choices wait with it, once per burst.
+   * is queued, until GATHER_MS after the loop could have stepped (the first new job's admission, or the last
+   * step's end for jobs admitted while it ran; GATHER_IDLE_MS while nothing generates). After a step in which
+   * streams ended, while no more choices generate than ended, it also waits for their follow-ups (`FOLLOW_UP_MS`)
+   * until as many jobs were admitted since. Generating choices wait with it, once per burst.
    */
-  private async gather(since: number): Promise<void> {
+  private async gather(): Promise<void> {
     await nextTurn();
     this.options.admit();
     const { arriving, queued, stopping } = this.options;
-    const generating = this.active.some((job) => job.state === "decode" && !job.cancelled);
-    const until = since + (generating ? GATHER_MS : GATHER_IDLE_MS);
-    while (arriving() > 0 && queued() === 0 && !stopping()) {
-      const left = until - performance.now();
+    const generating = this.active.reduce(
+      (sum, job) => sum + (job.state === "decode" && !job.cancelled ? job.choices.length : 0),
+      0,
+    );
+    const ready = Math.max(this.freshSince ?? 0, this.stepEnd ?? 0);
+    const until = ready + (generating > 0 ? GATHER_MS : GATHER_IDLE_MS);
+    const followUps = this.followUps > 0 && this.followUps >= generating ? this.followUps : 0;
+    const followUntil = (this.stepEnd ?? 0) + FOLLOW_UP_MS;
+    while (queued() === 0 && !stopping()) {
+      let deadline = arriving() > 0 ? until : 0;
+      if (this.addedSinceStep < followUps) deadline = Math.max(deadline, followUntil);
+      const left = deadline - performance.now();
       if (left <= 0) break;
       await this.sleep(left);
       this.options.admit();
     }
     this.freshSince = undefined;
+    this.followUps = 0;
   }
 
   /** Waits `ms`, or less if `kick` comes first (a job admitted or cancelled). */
@@ -203,6 +232,7 @@ export class StepLoop {
     let budget = generating > 0 ? this.budget.allowance(generating, longest) : this.options.batchSize;
     let promptTokens = 0;
     let promptWork = false;
+    let jobsStarted = 0;
 
     for (const job of prefilling) {
       if (job.cancelled) continue; // while a slot was being prepared
@@ -219,6 +249,7 @@ export class StepLoop {
           promptTokens += rest;
         }
         await this.startChoices(job, primary, lease, job.prefillPos);
+        jobsStarted++;
         job.prefillPos = end;
         promptWork = true;
         for (const choice of job.choices) work.push(this.decodeWork(job, choice));
@@ -249,6 +280,10 @@ export class StepLoop {
     }
     work.sort((a, b) => a.sequenceId - b.sequenceId);
     stats.steps++;
+    if (jobsStarted > 0) {
+      stats.startSteps++;
+      stats.startedJobs += jobsStarted;
+    }
     const decodesBefore = stats.decodes;
     const runsBefore = stats.sequenceRuns;
     const started = performance.now();
@@ -262,9 +297,16 @@ export class StepLoop {
       stats.generationStepDecodes += stats.decodes - decodesBefore;
       stats.generationStepRuns += stats.sequenceRuns - runsBefore;
     }
+    let ended = 0;
     for (const job of [...this.active]) {
-      if (job.state === "decode" && job.choices.every((c) => c.stream.finished)) await this.release(job);
+      if (job.state === "decode" && job.choices.every((c) => c.stream.finished)) {
+        await this.release(job);
+        if (!job.cancelled) ended++;
+      }
     }
+    this.stepEnd = performance.now();
+    this.followUps = ended;
+    this.addedSinceStep = 0;
   }
 
   /**
