@@ -1,5 +1,6 @@
 // The llama engine on the real default model, in-process: batching, prefix reuse, n>1, seeds, limits, prepare,
 // the fair queue, aborts.
+import { setTimeout as sleep } from "node:timers/promises";
 import { Template } from "@huggingface/jinja";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ensureModelFile } from "../../src/catalogue/fetch.js";
@@ -15,6 +16,7 @@ import { generate } from "../../src/engine/generate.js";
 import { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
 import type { ModelRunner } from "../../src/engine/llama/model-runner.js";
 import { commonPrefixLength } from "../../src/engine/llama/slot-choice.js";
+import { FOLLOW_UP_MS } from "../../src/engine/llama/step-loop.js";
 import type {
   Generation,
   GenerationEvent,
@@ -670,6 +672,9 @@ describe("llama engine on the real model", () => {
     const sentence = "The quick brown fox jumps over the lazy dog. ".repeat(8);
     const between: number[] = [];
     for (let i = 0; i < 4; i++) {
+      // Not a follow-up of the newcomer before (the loop would wait for it at the next step): it arrives while the
+      // running stream's steps go on, as every newcomer here is counted from.
+      await sleep(FOLLOW_UP_MS + 5);
       // Each in its own cache scope: about 100 tokens to evaluate every time.
       const newcomer = await generate(
         engine,
