@@ -125,4 +125,36 @@ describe("direct steps", () => {
     const plain = await together(engines.direct, [request(PROMPTS[2] as string, { maxTokens: 6 })]);
     expect(mixed.results[2]?.texts).toEqual(plain.results[0]?.texts);
   });
+
+  it("write each token out before the JS thread waits for the next decode", async () => {
+    // Every generation step but the engine's first on the JS thread, however slow the machine (the default bound
+    // is 15 ms).
+    const engine = new LlamaEngine({
+      models: [model],
+      engine: { build: "tuned", threadPoolPoll: undefined, directSteps: true, blockingDecodeMs: 100 },
+      resolveModelPath: (m) => ensureModelFile(m, { modelsDir: config.modelsDir }),
+    });
+    await engine.start();
+    try {
+      const stats = engine.runner(model.id).stats;
+      // The engine's first generation step is measured on the decode thread.
+      await texts(engine, request(PROMPTS[0] as string, { maxTokens: 4 }));
+      const here = stats.decodesHere;
+      // The HTTP edge's writer sends what a tick produced on process.nextTick (src/http/sse.ts): it records how
+      // many decodes had begun when each token's write went out. The first token comes from the prompt's step on
+      // the decode thread (a prompt new to its cache scope); the next steps run on the JS thread, each as soon as
+      // the tokens before it were written.
+      const decodesAtWrite: number[] = [];
+      const before = stats.directDecodes;
+      const body = { ...request(PROMPTS[1] as string, { maxTokens: 8 }), cacheScope: "org_write" };
+      for await (const event of (await generate(engine, body)).events) {
+        if (event.type === "delta") process.nextTick(() => decodesAtWrite.push(stats.directDecodes - before));
+      }
+      expect(stats.decodesHere).toBeGreaterThan(here);
+      // Token k written before a decode after its own began: none waited for the decode of the token after it.
+      expect(decodesAtWrite).toEqual(decodesAtWrite.map((_, k) => k + 1));
+    } finally {
+      await engine.dispose();
+    }
+  });
 });

@@ -96,6 +96,11 @@ export class StepLoop {
   private readonly budget: PrefillBudget;
   /** The last direct decode that only generated: its tokens and how long it took (`blockingDecodeMs`). */
   private lastGeneration: { tokens: number; ms: number } | undefined;
+  /**
+   * Tokens were pushed to their streams with no event-loop turn since: their writes (flushed on `process.nextTick`,
+   * after the step loop's chain of promises) are still waiting.
+   */
+  private unwritten = false;
   /** When the first job admitted since the last step was added (`gather`). */
   private freshSince: number | undefined;
   /** When the last step ended, and the jobs that ended in it (`gather`: their follow-ups). */
@@ -317,6 +322,7 @@ export class StepLoop {
     // The library allocates the context's threads for each batch itself.
     this.options.direct?.idle();
     const results = await Promise.allSettled(work.map((w) => w.run()));
+    this.unwritten = true;
     results.forEach((result, i) => {
       if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
     });
@@ -338,14 +344,17 @@ export class StepLoop {
     }
     const items = work.map((w) => (w.direct as { item: DirectItem }).item);
     const tokens = items.reduce((sum, item) => sum + item.tokens.length, 0);
+    const generationOnly = items.every((item) => item.draw && item.tokens.length === 1);
+    const here = generationOnly && this.mayDecodeHere(decoder, tokens);
+    // The event loop is about to wait for a whole decode: the last step's tokens go out first, or their clients
+    // would get them with this step's, a step late (the step before ran on the decode thread, or was the first).
+    if (here && this.unwritten) await this.turn();
     countDecode(
       this.options.stats,
       tokens,
       work.map((w) => w.sequenceId),
     );
     this.options.stats.directDecodes++;
-    const generationOnly = items.every((item) => item.draw && item.tokens.length === 1);
-    const here = generationOnly && this.mayDecodeHere(decoder, tokens);
     let drawn: (Token | undefined)[];
     const started = performance.now();
     try {
@@ -364,7 +373,14 @@ export class StepLoop {
       choice.input = [token];
     });
     // The event loop waited for that decode: it writes the tokens out and takes its I/O before the next step.
-    if (here) await nextTurn();
+    if (here) await this.turn();
+    else this.unwritten = true;
+  }
+
+  /** Lets the event loop turn: pending writes go out, I/O is read. */
+  private async turn(): Promise<void> {
+    await nextTurn();
+    this.unwritten = false;
   }
 
   /**
