@@ -82,8 +82,8 @@ export const GATHER_IDLE_MS = 40;
 /**
  * After a step in which streams ended, longest the next step waits from that step's end for their clients' next
  * requests (the follow-ups of closed-loop clients and agents, which send the next request once a response ends),
- * and only while no more choices generate than streams ended. The follow-ups of a wave reached the queue 13–50 ms after
- * the step's end at sixteen streams here; one that misses the next step waits for the whole of it.
+ * and only while no more choices generate than streams ended. The follow-ups of a wave reached the queue 13–50 ms
+ * after the step's end at sixteen streams here; one that misses the next step waits for the whole of it.
  */
 export const FOLLOW_UP_MS = 25;
 
