@@ -453,6 +453,8 @@ describe("faults", () => {
         model: FLEET_MODEL,
         messages: [{ role: "user", content: countPrompt(0) }],
         max_tokens: 400,
+        // Greedy: a sampled answer can end within four chunks, and the abort would then free nothing.
+        temperature: 0,
         stream: true,
       },
       { signal: controller.signal },
