@@ -99,7 +99,7 @@ export async function startServer(config: HearthConfig, options: StartOptions = 
   if (firstKey !== null) announce(firstKeyAnnouncement(firstKey));
   const app = createApp(services);
 
-  const { server, port } = await listen(app.fetch, config.server);
+  const { server, port } = await listen(app.fetch, config.server, () => engine.expectRequest());
   const url = `http://${config.server.host}:${port}`;
   logger.info({ url }, "listening");
   if (firstKey !== null) {

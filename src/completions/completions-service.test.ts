@@ -184,6 +184,43 @@ describe("CompletionsService", () => {
     expect(engine.calls).toEqual([]);
   });
 
+  it("ends the request's count as on its way to the engine as it is queued, or once it was refused", async () => {
+    const { engine, service, caller: base } = setup({ rpm: 10, tpm: 100 });
+    // The HTTP edge's count (src/http/arrivals.ts); ending it again changes nothing there.
+    let ended = false;
+    const caller = {
+      ...base,
+      arrived: () => {
+        if (!ended) engine.calls.push("arrived");
+        ended = true;
+      },
+    };
+    const start = (read: () => CompletionRequest) => {
+      ended = false;
+      return service.start(read, caller);
+    };
+    const read =
+      (overrides: Partial<CompletionRequest> = {}) =>
+      () => {
+        engine.calls.push("read");
+        return request(overrides);
+      };
+    await start(read());
+    expect(engine.calls.splice(0)).toEqual(["read", "prepare", "arrived", "enqueue"]);
+    const invalid = () => {
+      engine.calls.push("read");
+      throw new InvalidRequestError("bad", "messages");
+    };
+    await expect(start(invalid)).rejects.toBeInstanceOf(InvalidRequestError);
+    expect(engine.calls.splice(0)).toEqual(["read", "arrived"]);
+    // 7 prompt + 10 × 9 choices = 97 > the 83 tokens left this minute.
+    await expect(start(read({ n: 9 }))).rejects.toBeInstanceOf(RateLimitRefusal);
+    expect(engine.calls.splice(0)).toEqual(["read", "prepare", "arrived"]);
+    engine.refuseEnqueue = new QueueFullError("m");
+    await expect(start(read())).rejects.toBeInstanceOf(QueueFullError);
+    expect(engine.calls.splice(0)).toEqual(["read", "prepare", "arrived", "enqueue"]);
+  });
+
   it("neither prepares nor queues when the requests limit refuses", async () => {
     const { engine, service, caller } = setup({ rpm: 1, tpm: 1000 });
     await service.start(() => request(), caller);

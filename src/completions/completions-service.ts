@@ -35,10 +35,17 @@ export class CompletionsService {
     read: () => R | Promise<R>,
     caller: CompletionCaller,
   ): Promise<Completion & { request: R }> {
-    return this.counted(caller, async (charge) => {
-      const request = await read();
-      return { ...(await this.admit(request, caller, charge)), request };
-    });
+    // Counted as on its way to the engine's queue since it was received (`caller.arrived`): the engine's steps may
+    // wait for it to start it with the requests sent together. It has arrived once queued or refused.
+    const arrived = caller.arrived ?? (() => {});
+    try {
+      return await this.counted(caller, async (charge) => {
+        const request = await read();
+        return { ...(await this.admit(request, caller, charge, arrived)), request };
+      });
+    } finally {
+      arrived();
+    }
   }
 
   /**
@@ -82,6 +89,7 @@ export class CompletionsService {
     request: CompletionRequest,
     caller: CompletionCaller,
     charge: RequestCharge,
+    arrived: () => void,
   ): Promise<Completion> {
     const { engine, access, limiter, accounting } = this.deps;
     const { principal, signal } = caller;
@@ -105,6 +113,7 @@ export class CompletionsService {
 
     let generation: Generation;
     try {
+      arrived();
       generation = await engine.enqueue(prepared);
     } catch (err) {
       // Refused after the charge, nothing generated: the tokens go back; the request too unless the client left.

@@ -58,6 +58,11 @@ export interface CompletionCaller {
   signal: AbortSignal;
   /** The API endpoint the request came through, named in its usage record. Default `chat.completions`. */
   endpoint?: UsageEndpoint | undefined;
+  /**
+   * Ends the request's count as on its way to the engine (`Engine.expectRequest`, begun where it was received): called
+   * as it is queued, or once it was refused. Idempotent.
+   */
+  arrived?: (() => void) | undefined;
 }
 
 /** An admitted completion: it holds its sequences, its charge is settled and its usage recorded when it ends. */

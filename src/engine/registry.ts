@@ -59,6 +59,14 @@ export class EngineRegistry implements Engine {
     return this.engineFor(request.model).prepare(request);
   }
 
+  /** Every engine that waits for requests on their way hears of this one (its model is not known yet). */
+  expectRequest(): () => void {
+    const arrived = this.engines.map((engine) => engine.expectRequest?.());
+    return () => {
+      for (const done of arrived) done?.();
+    };
+  }
+
   async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
     return this.engineFor(request.model).countPromptTokens(request);
   }

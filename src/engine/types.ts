@@ -393,6 +393,13 @@ export interface Engine {
    */
   prepare(request: GenerationRequest): Promise<PreparedRequest>;
   /**
+   * A request is on its way, its model not yet known (received by the HTTP edge, its body not yet read); the
+   * returned function says it was queued or refused (idempotent). The embedded engine's step loops wait a bounded
+   * moment for requests on their way before a step that starts others (requests sent together start together).
+   * Absent: nothing waits for them.
+   */
+  expectRequest?(): () => void;
+  /**
    * The prompt's tokens as `prepare` would count them (template, tools, output instructions), without checking the
    * context or compiling anything: the tokenize route. `exact` is false when only an estimate could be made (an
    * upstream without a tokenize route).

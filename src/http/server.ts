@@ -1,8 +1,10 @@
 // The Node HTTP server the app listens on: deliberate timeouts and a cap on connections (docs/operations.md).
+
 import type { IncomingMessage, Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { serve } from "@hono/node-server";
 import type { ServerConfig } from "../config/schema.js";
+import { countArrivals } from "./arrivals.js";
 
 export type ServerLimits = Pick<
   ServerConfig,
@@ -22,6 +24,8 @@ export type ServerLimits = Pick<
 export function listen(
   fetch: (request: Request, env: unknown) => Response | Promise<Response>,
   limits: ServerLimits,
+  /** Counts a request on its way to the engine (`Engine.expectRequest`); absent: nothing is counted. */
+  expectRequest?: () => () => void,
 ): Promise<{ server: Server; port: number }> {
   return new Promise((resolve) => {
     const server = serve(
@@ -46,6 +50,7 @@ export function listen(
     server.maxConnections = limits.maxConnections;
     server.timeout = 0;
     lingerBeforeClosing(server, LINGER);
+    if (expectRequest !== undefined) countArrivals(server, expectRequest);
   });
 }
 

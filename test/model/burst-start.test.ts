@@ -94,6 +94,24 @@ describe("a burst of requests", () => {
     expect(stats.startSteps - before.startSteps).toBe(2);
   });
 
+  it("waits for a request received whose model is not known yet (its body still being read)", async () => {
+    const stats = engine.runner(model.id).stats;
+    const before = { startSteps: stats.startSteps, startedJobs: stats.startedJobs };
+    // The fourth request was received with the others (the completions service's start) and takes 15 ms longer to
+    // be read and keyed; the first three are prepared and queued meanwhile, and nothing else is being prepared.
+    const arrived = engine.expectRequest();
+    const first = await Promise.all(PROMPTS.slice(0, 3).map((p) => engine.prepare(request(p))));
+    const generations = first.map((one) => engine.enqueue(one));
+    await sleep(15);
+    const last = await engine.prepare(request(PROMPTS[3] as string));
+    arrived();
+    generations.push(engine.enqueue(last));
+    const tokens = await Promise.all((await Promise.all(generations)).map(completionTokens));
+    expect(tokens).toEqual(PROMPTS.map(() => MAX_TOKENS));
+    expect(stats.startedJobs - before.startedJobs).toBe(4);
+    expect(stats.startSteps - before.startSteps).toBe(1);
+  });
+
   it("does not wait for a prepared request that is never queued", async () => {
     const stats = engine.runner(model.id).stats;
     const [queued, abandoned] = await Promise.all([

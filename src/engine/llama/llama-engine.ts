@@ -26,6 +26,7 @@ import type {
   PreparedRequest,
   PromptCount,
 } from "../types.js";
+import { Arrivals, INCOMING_TTL_MS } from "./arrivals.js";
 import { acceleratorState, type LoadedLlama, loadLlama } from "./backend.js";
 import { usableCores } from "./cpu.js";
 import { planEviction } from "./memory-budget.js";
@@ -88,6 +89,8 @@ export class LlamaEngine implements Engine {
   private readonly now: () => number;
   /** Renders large conversations for every model off the event loop. */
   private readonly templateThread = new TemplateThread();
+  /** Requests received whose model is not known yet (`expectRequest`): every model's gather waits for them. */
+  private readonly incoming = new Arrivals(INCOMING_TTL_MS);
 
   constructor(private readonly options: LlamaEngineOptions) {
     this.now = options.now ?? Date.now;
@@ -259,6 +262,13 @@ export class LlamaEngine implements Engine {
     return this.runner(request.model).prepare(request);
   }
 
+  /** Every loaded model's step loop counts the request as arriving until it is queued or refused. */
+  expectRequest(): () => void {
+    const request = {};
+    this.incoming.expect(request);
+    return () => this.incoming.arrived(request);
+  }
+
   async countPromptTokens(request: GenerationRequest): Promise<PromptCount> {
     return { tokens: await this.runner(request.model).countPromptTokens(request), exact: true };
   }
@@ -333,6 +343,7 @@ export class LlamaEngine implements Engine {
       engineBuild: build.build,
       directSteps: this.options.engine?.directSteps ?? true,
       blockingDecodeMs: this.options.engine?.blockingDecodeMs ?? DEFAULT_BLOCKING_DECODE_MS,
+      incoming: () => this.incoming.pending,
       templateThread: this.templateThread,
       onLoadProgress: (load) => {
         slot.progress.load = load;

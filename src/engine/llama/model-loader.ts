@@ -37,6 +37,8 @@ export interface LoadModelOptions {
   directSteps: boolean;
   /** The longest decode of a direct step the event loop may wait for (`engine.blockingDecodeMs`). */
   blockingDecodeMs: number;
+  /** Requests received for some model, not yet known which (`ModelRunnerOptions.incoming`). */
+  incoming: () => number;
   templateThread: TemplateThread;
   /** llama.cpp's load progress, 0..1. */
   onLoadProgress?: (progress: number) => void;
@@ -94,6 +96,7 @@ export async function loadModel(options: LoadModelOptions): Promise<LoadedModel>
       store,
       directSteps: options.directSteps,
       blockingDecodeMs: options.blockingDecodeMs,
+      incoming: options.incoming,
     });
     return { config, model, context, runner, engineBuild: options.engineBuild };
   } catch (err) {

@@ -36,6 +36,8 @@ export interface ModelRunnerOptions {
   directSteps?: boolean | undefined;
   /** The longest decode of a direct step the event loop may wait for (`engine.blockingDecodeMs`); default 0. */
   blockingDecodeMs?: number | undefined;
+  /** Requests received whose model is not known yet (LlamaEngine's `expectRequest`): arriving here too. */
+  incoming?: (() => number) | undefined;
 }
 
 export class ModelRunner {
@@ -105,7 +107,7 @@ export class ModelRunner {
       stats: this.stats,
       admit: () => this.admission.admit(),
       queued: () => this.admission.depth,
-      arriving: () => this.arrivals.pending,
+      arriving: () => this.arrivals.pending + (options.incoming?.() ?? 0),
       stopping: () => this.stopping,
       ended: () => this.idle.check(),
       store: this.store,

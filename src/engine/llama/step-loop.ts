@@ -226,11 +226,8 @@ export class StepLoop {
       if (job.channel.backlog >= MAX_BACKLOG) continue;
       for (const choice of job.choices) if (!choice.stream.finished) work.push(this.decodeWork(job, choice));
     }
+    await this.prepareNewJobs();
     const prefilling = this.active.filter((job) => job.state === "prefill" && !job.cancelled);
-    for (const job of prefilling) {
-      const lease = job.lease as SlotChoice;
-      if (!job.prepared) await this.preparePrimary(job, pool.slot(lease.primary), lease);
-    }
     // Prompt tokens wait for nobody while nothing generates; otherwise every generating choice waits for them.
     const generating = work.length;
     const longest = Math.max(0, ...prefilling.map((job) => job.prompt.length - job.cachedTokens));
@@ -326,6 +323,28 @@ export class StepLoop {
     results.forEach((result, i) => {
       if (result.status === "rejected") failJob((work[i] as Work).job, result.reason);
     });
+  }
+
+  /**
+   * Prepares the primary slot of every job admitted since the last step. A lease may hold a free slot as its copy
+   * source until its primary is filled: the copies done free those slots, so requests still queued for want of a
+   * slot are admitted then and prepared too, to start in this step rather than after it (a burst of sixteen on
+   * sixteen slots: the last one waited a whole step for a source to be let go).
+   */
+  private async prepareNewJobs(): Promise<void> {
+    const { pool, queued, admit } = this.options;
+    while (true) {
+      const fresh = this.active.filter((job) => job.state === "prefill" && !job.cancelled && !job.prepared);
+      if (fresh.length === 0) return;
+      for (const job of fresh) {
+        const lease = job.lease as SlotChoice;
+        await this.preparePrimary(job, pool.slot(lease.primary), lease);
+      }
+      if (queued() === 0) return;
+      admit();
+      // Whatever that admitted starts in this step: no gather waits on its account after it.
+      this.freshSince = undefined;
+    }
   }
 
   /**

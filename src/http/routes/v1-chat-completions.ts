@@ -7,6 +7,7 @@ import type { RequestLimits } from "../../config/schema.js";
 import { callsRequired } from "../../engine/types.js";
 import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
+import { arrivalOf } from "../arrivals.js";
 import type { AppEnv } from "../env.js";
 import { generationStreamResponse, streamErrorFrame } from "../generation-stream.js";
 import { clientLeftSignal, readBodyText } from "../node-request.js";
@@ -61,6 +62,7 @@ export async function chatCompletions(c: Context<AppEnv>, deps: ChatCompletionsD
     requestId,
     startedAt,
     signal,
+    arrived: arrivalOf(c),
   });
 
   const headers = rateLimitHeaders(rateLimit);

@@ -1,5 +1,6 @@
 // POST /v1/responses: the Responses API as a second front end over the completions service: parse (into the chat
 // request) → the same service → one response object or typed SSE events; stored per organization when asked.
+
 import { performance } from "node:perf_hooks";
 import type { Context } from "hono";
 import type { CompletionsService } from "../../completions/completions-service.js";
@@ -10,6 +11,7 @@ import type { Logger } from "../../observability/logger.js";
 import type { Metrics } from "../../observability/metrics.js";
 import type { ResponseItem, ResponsesStore, StoredResponse } from "../../responses/types.js";
 import { newObjectId } from "../../store/ids.js";
+import { arrivalOf } from "../arrivals.js";
 import type { AppEnv } from "../env.js";
 import { ApiError, InvalidRequestError } from "../errors/api-error.js";
 import { domainApiError } from "../errors/domain-errors.js";
@@ -87,6 +89,7 @@ export async function createResponse(c: Context<AppEnv>, deps: ResponsesDeps): P
       startedAt,
       signal,
       endpoint: "responses",
+      arrived: arrivalOf(c),
     });
   } catch (err) {
     // The engine's refusals name chat fields (`messages` for a prompt over the context): named as sent here.
