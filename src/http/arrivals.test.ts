@@ -63,7 +63,7 @@ async function until(what: string, check: () => boolean): Promise<void> {
   throw new Error(`timed out waiting for ${what}`);
 }
 
-const REQUEST = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+const REQUEST = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
 
 describe("requests on their way, counted at the HTTP edge", () => {
   it("counts a new connection until its request arrives, then the request until it is answered", async () => {
@@ -84,6 +84,16 @@ describe("requests on their way, counted at the HTTP edge", () => {
     await until("the second request to count", () => count.pending === 1);
     release();
     await until("the second request to stop counting", () => count.pending === 0);
+  });
+
+  it("does not count a request that cannot generate (not a POST)", async () => {
+    const count = counter();
+    const { port, release } = await serve(count);
+    const socket = await open(port);
+    await until("the connection to count", () => count.pending === 1);
+    socket.write("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    await until("the connection to stop counting", () => count.pending === 0);
+    release();
   });
 
   it("stops counting a connection that sends nothing, or closes", async () => {

@@ -18,8 +18,8 @@ const requests = new WeakMap<IncomingMessage, () => void>();
 
 /**
  * Counts, through `expect`, every new connection until its first request is received (or it closes, or
- * CONNECTION_ARRIVAL_MS pass), and every request from when it is received until it is answered; the completions
- * service ends a chat or responses request's count earlier, as it is queued (`arrivalOf`).
+ * CONNECTION_ARRIVAL_MS pass), and every POST request (only those generate) from when it is received until it is
+ * answered; the completions service ends a chat or responses request's count earlier, as it is queued (`arrivalOf`).
  */
 export function countArrivals(server: Server, expect: () => () => void): void {
   const connections = new WeakMap<Socket, () => void>();
@@ -34,10 +34,12 @@ export function countArrivals(server: Server, expect: () => () => void): void {
   });
   // Before the app's own listener: the request counts before anything of it runs.
   server.prependListener("request", (request: IncomingMessage, response) => {
-    const arrived = expect();
-    requests.set(request, arrived);
+    if (request.method === "POST") {
+      const arrived = expect();
+      requests.set(request, arrived);
+      response.once("close", arrived);
+    }
     connectionArrived(request.socket);
-    response.once("close", arrived);
   });
 }
 
