@@ -1,11 +1,12 @@
 // Requests sent together start in one step (StepLoop's gather): the step that would start the first one waits, a
 // bounded moment, for the others still being prepared, instead of running without them and making them wait a
 // whole step for their first token. So do the follow-ups of streams that ended in one step (closed-loop clients).
+// A request queued for want of a slot starts with them when the copy that held its slot is done (prepareNewJobs).
 import { setImmediate as nextTurn, setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import type { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
-import type { Generation, GenerationRequest } from "../../src/engine/types.js";
+import type { Generation, GenerationRequest, UsageCounts } from "../../src/engine/types.js";
 import { greedySampling } from "../support/generation-request.js";
 import { llamaEngine } from "../support/llama-engine.js";
 
@@ -124,5 +125,46 @@ describe("a burst of requests", () => {
       MAX_TOKENS,
     );
     expect(stats.steps - before).toBe(MAX_TOKENS);
+  });
+});
+
+describe("a burst on a full pool", () => {
+  it("starts a request queued for want of a slot in the same step, when a copy frees the slot it waited for", async () => {
+    const stats = engine.runner(model.id).stats;
+    const scope = "org_copy_source";
+    const system = "You are a careful assistant for a small bakery. Answer in one short sentence, politely.";
+    const ask = (content: string): GenerationRequest => ({
+      ...request(content),
+      messages: [
+        { role: "system", content: system },
+        { role: "user", content },
+      ],
+      cacheScope: scope,
+    });
+    // A conversation on the system prompt ends; its slot keeps it.
+    const warm = await engine.prepare(ask("When do you open on Sundays?"));
+    expect(await completionTokens(await engine.enqueue(warm as NonNullable<typeof warm>))).toBe(MAX_TOKENS);
+    // The first request of the burst shares the system prompt and goes another way: it leases a second slot and
+    // copies the prefix into it, keeping the conversation, and holds the conversation's slot until the copy is done.
+    // Two requests take the two slots left; the fourth waits in the queue for a slot.
+    const prepared = await Promise.all([
+      engine.prepare(ask("Do you bake rye bread?")),
+      ...PROMPTS.slice(1).map((p) => engine.prepare(request(p))),
+    ]);
+    const before = { startSteps: stats.startSteps, startedJobs: stats.startedJobs };
+    const generations = prepared.map((one) => engine.enqueue(one as NonNullable<typeof one>));
+    const usages = await Promise.all(
+      (await Promise.all(generations)).map(async (generation) => {
+        let usage: UsageCounts | undefined;
+        for await (const event of generation.events) if (event.type === "usage") usage = event.usage;
+        return usage;
+      }),
+    );
+    expect(usages.map((u) => u?.completionTokens)).toEqual(prepared.map(() => MAX_TOKENS));
+    // The first one started from the copied prefix.
+    expect(usages[0]?.cachedTokens).toBeGreaterThan(0);
+    // The copy done, the step admitted the fourth into the slot it freed and started all four together.
+    expect(stats.startedJobs - before.startedJobs).toBe(4);
+    expect(stats.startSteps - before.startSteps).toBe(1);
   });
 });
