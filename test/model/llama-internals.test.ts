@@ -200,6 +200,37 @@ describe("node-llama-cpp private members used by the engine", () => {
     }
   });
 
+  it(`${LLAMA_INTERNALS.nativeCalls}: the step profile times the direct steps' decodes and draws too`, async () => {
+    const message = gone("nativeCalls", "bench/step-profile.ts cannot time the direct steps");
+    const own = await ownContext();
+    try {
+      const sequence = own.getSequence();
+      // The runner finds its direct decoder when its model loads, before the profile traces its context.
+      const decoder = findDirectDecoder(own, [sequence], 512);
+      if (llama.buildType !== "localBuild") {
+        expect(decoder).toBeUndefined();
+        return;
+      }
+      const calls: NativeCall[] = [];
+      expect(traceNativeCalls(own, (call) => calls.push(call))).toBe(true);
+      const [first] = await (decoder as DirectDecoder).decode([
+        { sequence, tokens: model.tokenize("The capital of France is"), draw: true },
+      ]);
+      // One token: on the decode thread, then on this one (hearthDecodeHere).
+      await (decoder as DirectDecoder).decode([{ sequence, tokens: [first as Token], draw: true }], {
+        here: true,
+      });
+      (decoder as DirectDecoder).idle();
+      expect(
+        calls.map((c) => c.kind),
+        message,
+      ).toEqual(["decode", "sample", "decode", "sample"]);
+      for (const call of calls) expect(call.end).toBeGreaterThanOrEqual(call.start);
+    } finally {
+      await own.dispose();
+    }
+  });
+
   it(`${LLAMA_INTERNALS.directSteps}: a step decoded without generators draws and records what they would`, async () => {
     const message = gone(
       "directSteps",

@@ -108,26 +108,36 @@ export interface NativeCall {
 }
 
 /**
- * Reports every decode and sampling call of `context` to `onCall` once it settles. For the benchmark's step
- * profile, never the service. False when the library no longer has these calls.
+ * Reports every decode and sampling call of `context` to `onCall` once it settles: the library's (`decodeBatch`,
+ * `sampleToken`) and, on the tuned build, the direct steps' (`hearthDecodeHere` on the JS thread, `hearthArgmax`).
+ * For the benchmark's step profile, never the service. False when the library no longer has the library's calls.
  */
 export function traceNativeCalls(context: LlamaContext, onCall: (call: NativeCall) => void): boolean {
   const native = (context as unknown as { _ctx?: Record<string, unknown> })._ctx;
-  const calls = { decode: native?.decodeBatch, sample: native?.sampleToken } as const;
-  if (native === undefined || typeof calls.decode !== "function" || typeof calls.sample !== "function")
+  if (
+    native === undefined ||
+    typeof native.decodeBatch !== "function" ||
+    typeof native.sampleToken !== "function"
+  )
     return false;
+  const traced = [
+    ["decode", "decodeBatch"],
+    ["decode", "hearthDecodeHere"],
+    ["sample", "sampleToken"],
+    ["sample", "hearthArgmax"],
+  ] as const;
   try {
-    for (const [kind, name] of [
-      ["decode", "decodeBatch"],
-      ["sample", "sampleToken"],
-    ] as const) {
-      const original = calls[kind] as (...args: unknown[]) => unknown;
+    for (const [kind, name] of traced) {
+      const original = native[name];
+      if (typeof original !== "function") continue;
       Object.defineProperty(native, name, {
         value: (...args: unknown[]) => {
           const start = performance.now();
           const settled = () => onCall({ kind, start, end: performance.now() });
-          const result = Promise.resolve(original.apply(native, args));
-          result.then(settled, settled);
+          const result: unknown = original.apply(native, args);
+          // The direct steps' calls return at once; the library's settle later.
+          if (result instanceof Promise) result.then(settled, settled);
+          else settled();
           return result;
         },
         configurable: true,
@@ -364,7 +374,8 @@ export function findDirectDecoder(
       }
       try {
         if (held !== undefined) addon.setThreads(held.threads);
-        if (options?.here === true && decodeHere !== undefined) decodeHere.call(addon);
+        // Through the addon at each call, as decodeBatch: what is there now (the step profile traces it).
+        if (options?.here === true && decodeHere !== undefined) addon.hearthDecodeHere?.();
         else await addon.decodeBatch();
       } finally {
         if (!alone(consumer)) giveBack();
