@@ -329,10 +329,10 @@ export function findDirectDecoder(
     held = undefined;
   };
 
-  const decodeHere = typeof addon.hearthDecodeHere === "function" ? addon.hearthDecodeHere : undefined;
+  const canDecodeHere = typeof addon.hearthDecodeHere === "function";
   return {
     maxTokens,
-    canDecodeHere: decodeHere !== undefined,
+    canDecodeHere,
     async decode(items, options) {
       const states = items.map(({ sequence, tokens }) => {
         const state = sequenceTokens(sequence);
@@ -375,7 +375,7 @@ export function findDirectDecoder(
       try {
         if (held !== undefined) addon.setThreads(held.threads);
         // Through the addon at each call, as decodeBatch: what is there now (the step profile traces it).
-        if (options?.here === true && decodeHere !== undefined) addon.hearthDecodeHere?.();
+        if (options?.here === true && canDecodeHere) addon.hearthDecodeHere?.();
         else await addon.decodeBatch();
       } finally {
         if (!alone(consumer)) giveBack();
