@@ -6,6 +6,8 @@ import { setImmediate as nextTurn, setTimeout as sleep } from "node:timers/promi
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load.js";
 import type { LlamaEngine } from "../../src/engine/llama/llama-engine.js";
+import type { LlamaPreparedRequest } from "../../src/engine/llama/prepared-request.js";
+import { chooseSlots } from "../../src/engine/llama/slot-choice.js";
 import type { Generation, GenerationRequest, UsageCounts } from "../../src/engine/types.js";
 import { greedySampling } from "../support/generation-request.js";
 import { llamaEngine } from "../support/llama-engine.js";
@@ -45,11 +47,14 @@ function request(content: string, maxTokens = MAX_TOKENS): GenerationRequest {
   };
 }
 
+async function usageOf(generation: Generation): Promise<UsageCounts | undefined> {
+  let usage: UsageCounts | undefined;
+  for await (const event of generation.events) if (event.type === "usage") usage = event.usage;
+  return usage;
+}
+
 async function completionTokens(generation: Generation): Promise<number> {
-  let tokens = 0;
-  for await (const event of generation.events)
-    if (event.type === "usage") tokens = event.usage.completionTokens;
-  return tokens;
+  return (await usageOf(generation))?.completionTokens ?? 0;
 }
 
 describe("a burst of requests", () => {
@@ -151,15 +156,13 @@ describe("a burst on a full pool", () => {
       engine.prepare(ask("Do you bake rye bread?")),
       ...PROMPTS.slice(1).map((p) => engine.prepare(request(p))),
     ]);
+    // What the pool holds now makes that lease (else the burst would fit and the test would show nothing).
+    const first = prepared[0] as LlamaPreparedRequest;
+    const lease = chooseSlots(engine.runner(model.id).slotViews(), first.prompt, scope, 1);
+    expect(lease?.source?.leased).toBe(true);
     const before = { startSteps: stats.startSteps, startedJobs: stats.startedJobs };
     const generations = prepared.map((one) => engine.enqueue(one as NonNullable<typeof one>));
-    const usages = await Promise.all(
-      (await Promise.all(generations)).map(async (generation) => {
-        let usage: UsageCounts | undefined;
-        for await (const event of generation.events) if (event.type === "usage") usage = event.usage;
-        return usage;
-      }),
-    );
+    const usages = await Promise.all((await Promise.all(generations)).map(usageOf));
     expect(usages.map((u) => u?.completionTokens)).toEqual(prepared.map(() => MAX_TOKENS));
     // The first one started from the copied prefix.
     expect(usages[0]?.cachedTokens).toBeGreaterThan(0);

@@ -216,7 +216,7 @@ describe("node-llama-cpp private members used by the engine", () => {
       const [first] = await (decoder as DirectDecoder).decode([
         { sequence, tokens: model.tokenize("The capital of France is"), draw: true },
       ]);
-      // One token: on the decode thread, then on this one (hearthDecodeHere).
+      // The prompt above went to the decode thread (decodeBatch); this token is decoded on this thread (hearthDecodeHere).
       await (decoder as DirectDecoder).decode([{ sequence, tokens: [first as Token], draw: true }], {
         here: true,
       });
